@@ -1,0 +1,88 @@
+// Collective communication behind one interface (gloo's transport::Device / c10d's Backend split):
+// callers never see which backend runs, and no torch type crosses this boundary.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/store.h"
+
+namespace dlaunch::core {
+
+class FlightRecorder;
+
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8 };
+enum class ReduceOp { kSum, kAvg, kMin, kMax };
+enum class DeviceType { kCpu, kCuda };
+
+size_t DataTypeSize(DataType dtype);
+const char* DataTypeName(DataType dtype);  // nccl-tests' names: float, double, half, bfloat16, ...
+const char* ReduceOpName(ReduceOp op);     // sum, avg, min, max
+
+// A view of memory owned by the caller; it must stay valid until the work completes.
+struct Buffer {
+  void* ptr = nullptr;
+  size_t count = 0;  // elements, not bytes
+  DataType dtype = DataType::kFloat32;
+  DeviceType device = DeviceType::kCpu;
+  int device_index = 0;
+
+  size_t bytes() const { return count * DataTypeSize(dtype); }
+};
+
+// Handle of one asynchronous collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective completes, at most `timeout`; throws Error(kTimeout) naming the
+  // op and seq on expiry (the communicator is then aborted), Error(kPeerGone) when a peer died.
+  virtual void Wait(std::chrono::milliseconds timeout) = 0;
+  // Does not block.
+  virtual bool IsCompleted() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend() const = 0;  // "gloo" or "nccl"
+
+  // All calls return at once; the work runs in the background. In-place where one buffer is given.
+  virtual std::shared_ptr<Work> AllReduce(Buffer buf, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> Broadcast(Buffer buf, int root) = 0;
+  // out holds size() * in.count elements, rank r's contribution at offset r * in.count.
+  virtual std::shared_ptr<Work> AllGather(Buffer in, Buffer out) = 0;
+  // in holds size() * out.count elements; rank r receives the reduced block r.
+  virtual std::shared_ptr<Work> ReduceScatter(Buffer in, Buffer out, ReduceOp op) = 0;
+  // in and out hold size() blocks of in.count / size() elements each.
+  virtual std::shared_ptr<Work> AllToAll(Buffer in, Buffer out) = 0;
+  virtual std::shared_ptr<Work> Send(Buffer buf, int peer) = 0;
+  virtual std::shared_ptr<Work> Recv(Buffer buf, int peer) = 0;
+  // Both halves in flight together, so a ring of ranks that all send and receive cannot deadlock
+  // (nccl-tests' sendrecv pattern). Recorded as one "send" and one "recv" entry.
+  virtual std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) = 0;
+  virtual std::shared_ptr<Work> Barrier() = 0;
+
+  // Unblocks every pending call with an error. Does not block. The communicator is unusable after.
+  virtual void Abort() = 0;
+
+  virtual FlightRecorder& flight_recorder() = 0;
+
+  // Memory the backend can use (host memory for gloo, device memory for NCCL), so that callers such
+  // as the preflight suite stay free of CUDA. Block until the copy is done.
+  virtual DeviceType device_type() const { return DeviceType::kCpu; }
+  virtual std::shared_ptr<void> Allocate(size_t bytes);
+  virtual void CopyIn(Buffer dst, const void* host);   // dst.bytes() bytes from host memory
+  virtual void CopyOut(void* host, Buffer src);        // src.bytes() bytes into host memory
+  // A buffer of `count` elements in memory from Allocate().
+  Buffer MakeBuffer(void* ptr, size_t count, DataType dtype) const {
+    return Buffer{ptr, count, dtype, device_type(), 0};
+  }
+};
+
+}  // namespace dlaunch::core

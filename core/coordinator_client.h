@@ -1,0 +1,46 @@
+// Client side of the coordinator service, used by ranks (through Runtime) and by node agents.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/store.h"
+#include "dlaunch.grpc.pb.h"
+
+namespace dlaunch::core {
+
+inline constexpr char kTokenMetadataKey[] = "x-dlaunch-token";
+
+class CoordinatorClient {
+ public:
+  // Does not block: the channel connects lazily.
+  CoordinatorClient(const std::string& address, std::string token);
+
+  // Blocks until every rank registered, at most `timeout`. Throws Error(kTimeout) with the
+  // coordinator's message naming absent ranks, Error(kUnauthenticated) for a wrong token,
+  // Error(kPeerGone) when the coordinator cannot be reached.
+  v1::RegisterResponse Register(const v1::RegisterRequest& request,
+                                std::chrono::milliseconds timeout);
+
+  // One round trip, at most `timeout`.
+  void ReportEvent(const v1::Event& event, std::chrono::milliseconds timeout);
+
+  // A context carrying the job token, with a deadline `timeout` from now.
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
+
+  v1::Coordinator::Stub& stub() { return *stub_; }
+
+ private:
+  std::string token_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+// A Store backed by the coordinator's key/value service.
+std::shared_ptr<Store> MakeCoordinatorStore(std::shared_ptr<CoordinatorClient> client);
+
+// Turns a failed gRPC status into dlaunch's Error, keeping the server's message. Does not return.
+[[noreturn]] void ThrowRpcError(const grpc::Status& status, const std::string& what);
+
+}  // namespace dlaunch::core

@@ -1,0 +1,101 @@
+#include "launcher/builtins.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/exit_codes.h"
+
+#ifdef DLAUNCH_HAVE_PREFLIGHT
+#include "worker/preflight/preflight.h"
+#endif
+#ifdef DLAUNCH_HAVE_TRAIN
+#include "worker/train/train_options.h"
+#endif
+#ifdef DLAUNCH_HAVE_DOCTOR
+#include "launcher/doctor/doctor.h"
+#endif
+#ifdef DLAUNCH_HAVE_DIAGNOSE
+#include "launcher/diagnose/diagnose.h"
+#endif
+
+namespace dlaunch::launcher {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string FindWorker(const std::string& self_exe) {
+  if (const char* w = std::getenv("DLAUNCH_WORKER"); w && *w) return w;
+  const fs::path dir = fs::path(self_exe).parent_path();
+  for (const fs::path& candidate :
+       {dir / "dlaunch-worker", dir.parent_path() / "worker" / "dlaunch-worker"}) {
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  throw UsageError("cannot find dlaunch-worker next to " + self_exe +
+                   " (set DLAUNCH_WORKER to its path)");
+}
+
+}  // namespace
+
+std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::string& self_exe) {
+  std::vector<std::string> argv = {FindWorker(self_exe)};
+  if (o.command == Command::kPreflight) {
+#ifdef DLAUNCH_HAVE_PREFLIGHT
+    worker::ValidatePreflightArgs(o.program);
+    argv.push_back("preflight");
+#else
+    throw UsageError("this dlaunch was built without the preflight suite");
+#endif
+  } else {
+#ifdef DLAUNCH_HAVE_TRAIN
+    worker::ValidateTrainArgs(o.program);
+    argv.push_back("train");
+#else
+    throw UsageError(
+        "this dlaunch was built without libtorch: `train` is not available "
+        "(install libtorch-dev and rebuild)");
+#endif
+  }
+  argv.insert(argv.end(), o.program.begin(), o.program.end());
+  return argv;
+}
+
+void CheckDoctorBeforeStart() {
+#ifdef DLAUNCH_HAVE_DOCTOR
+  auto problems = DoctorFatalProblems();
+  if (problems.empty()) return;
+  std::string message = "doctor found problems that would break this job:";
+  for (const auto& p : problems) message += "\n  ✗ " + p;
+  message += "\n(run `dlaunch doctor` for the full report; --skip-doctor starts anyway)";
+  throw UsageError(message);
+#endif
+}
+
+int BuiltinExitCode(const RankOutcome& failed) {
+  if (failed.exited && failed.signal == 0) {
+    if (failed.exit_code == kExitHang) return kExitHang;
+    if (failed.exit_code == kExitUnhealthy) return kExitUnhealthy;
+  }
+  return kExitRankFailed;
+}
+
+int RunDoctor(const std::vector<std::string>& args) {
+#ifdef DLAUNCH_HAVE_DOCTOR
+  return RunDoctorCommand(args);
+#else
+  throw UsageError("this dlaunch was built without doctor");
+#endif
+}
+
+int RunDiagnose(const std::vector<std::string>& args) {
+#ifdef DLAUNCH_HAVE_DIAGNOSE
+  return RunDiagnoseCommand(args);
+#else
+  throw UsageError("this dlaunch was built without diagnose");
+#endif
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,28 @@
+// The built-in commands (train, preflight, doctor, diagnose). The optional parts of the build
+// meet the launcher here and only here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+#include "launcher/supervisor.h"
+
+namespace dlaunch::launcher {
+
+// argv of each rank for `train` or `preflight`: the worker program and the checked arguments.
+// Throws UsageError for bad arguments or a build without that command.
+std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& options,
+                                           const std::string& self_exe);
+
+// Throws UsageError with doctor's fixes when a fatal mismatch would break the job.
+void CheckDoctorBeforeStart();
+
+// dlaunch's exit code for a built-in whose first failed rank ended like `failed`: a watchdog
+// timeout is a hang (3), an unhealthy pre-flight is 4, anything else 1.
+int BuiltinExitCode(const RankOutcome& failed);
+
+int RunDoctor(const std::vector<std::string>& args);
+int RunDiagnose(const std::vector<std::string>& args);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,107 @@
+// The coordinator: rendezvous, key/value store, heartbeats and event intake for one job.
+// CoordinatorHandler holds the logic and is tested without a network; CoordinatorServer is the
+// thin gRPC glue in front of it (Ray's *ServiceHandler split).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/store.h"
+#include "dlaunch.pb.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace dlaunch::launcher {
+
+struct CoordinatorConfig {
+  int world_size = 1;
+  int nproc_per_node = 1;
+  std::string token;
+  std::string run_id;
+  std::string run_dir;
+  std::chrono::milliseconds rdzv_timeout{300000};
+};
+
+// What the coordinator knows of one rank, for the supervisor and the hang monitor.
+struct RankView {
+  int rank = -1;
+  bool registered = false;
+  bool streaming = false;  // a heartbeat stream is open now
+  std::optional<v1::RankStatus> status;
+  int64_t last_heartbeat_unix_ms = 0;
+  int64_t last_progress_unix_ms = 0;  // last time step or completed seq moved
+};
+
+class CoordinatorHandler {
+ public:
+  explicit CoordinatorHandler(CoordinatorConfig config);
+
+  // Does not block. False (and a line on stderr naming `peer` and `method`) for a wrong token.
+  bool Authorize(const std::string& token, const std::string& peer, const char* method);
+
+  // Blocks until every rank registered or the rendezvous deadline (start of the attempt plus
+  // rdzv_timeout) passes; then returns DEADLINE_EXCEEDED naming the absent ranks.
+  v1::RegisterResponse Register(const v1::RegisterRequest& req);
+
+  core::Store& store() { return *store_; }
+
+  // Do not block.
+  void OnHeartbeat(const v1::RankStatus& status);
+  void OnStreamOpened(int rank, std::function<bool(const v1::Command&)> send);
+  void OnStreamClosed(int rank);
+  void OnEvent(const v1::Event& event);
+
+  // Sends a command to every rank with an open heartbeat stream; returns how many got it.
+  int Broadcast(const v1::Command& command);
+
+  // Forgets registrations, store and streams for a new attempt (after a restart). Does not block.
+  void Reset();
+
+  std::vector<RankView> Snapshot() const;
+  // Called on a gRPC thread for each event and for a failed rendezvous; must not block.
+  void SetEventListener(std::function<void(const v1::Event&)> listener);
+
+  const CoordinatorConfig& config() const { return config_; }
+
+ private:
+  CoordinatorConfig config_;
+  mutable std::mutex mu_;
+  std::condition_variable registered_cv_;
+  std::chrono::steady_clock::time_point attempt_start_;
+  std::map<int, v1::RegisterRequest> registered_;
+  std::shared_ptr<core::Store> store_;
+  std::map<int, RankView> ranks_;
+  std::map<int, std::function<bool(const v1::Command&)>> senders_;
+  std::function<void(const v1::Event&)> listener_;
+  bool rdzv_failure_reported_ = false;
+};
+
+class CoordinatorServer {
+ public:
+  // Starts serving on `address` ("127.0.0.1:0" picks a free port). Throws UsageError when the
+  // address cannot be bound (a port in use, say).
+  CoordinatorServer(CoordinatorHandler* handler, const std::string& address);
+  ~CoordinatorServer();
+
+  int port() const { return port_; }
+  // Blocks until in-flight calls end, at most `deadline`; streams are cancelled.
+  void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(500));
+
+ private:
+  class Service;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,282 @@
+#include "launcher/options.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace po = boost::program_options;
+
+namespace dlaunch::launcher {
+namespace {
+
+int CountGpus() {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+int ParseNproc(const std::string& text) {
+  if (text == "gpu") return CountGpus();
+  if (text == "cpu") return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (text == "auto") {
+    int gpus = CountGpus();
+    return gpus > 0 ? gpus : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  }
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < 1) {
+    throw UsageError("--nproc must be a positive integer, auto, cpu or gpu (got '" + text + "')");
+  }
+  return n;
+}
+
+std::chrono::milliseconds Seconds(double s, const char* flag) {
+  if (!(s > 0)) throw UsageError(std::string(flag) + " must be a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+po::options_description Describe() {
+  po::options_description d("dlaunch options");
+  // clang-format off
+  d.add_options()
+    ("help,h", "show this help")
+    ("version", "print the version")
+    ("nproc", po::value<std::string>()->default_value("1"),
+        "ranks per node: N, auto, cpu or gpu (aliases --nproc-per-node, --nproc_per_node)")
+    ("nproc-per-node", po::value<std::string>(), "alias of --nproc")
+    ("nproc_per_node", po::value<std::string>(), "alias of --nproc")
+    ("nnodes", po::value<int>()->default_value(1), "number of nodes")
+    ("node-rank", po::value<int>(), "this node's rank (alias --node_rank)")
+    ("node_rank", po::value<int>(), "alias of --node-rank")
+    ("rdzv-endpoint", po::value<std::string>(), "host:port of node 0's coordinator (alias --rdzv_endpoint)")
+    ("rdzv_endpoint", po::value<std::string>(), "alias of --rdzv-endpoint")
+    ("rdzv-id", po::value<std::string>(), "run id (alias --rdzv_id, --run-id)")
+    ("rdzv_id", po::value<std::string>(), "alias of --rdzv-id")
+    ("run-id", po::value<std::string>(), "alias of --rdzv-id")
+    ("rdzv-backend", po::value<std::string>(), "accepted for torchrun compatibility: static or c10d")
+    ("rdzv_backend", po::value<std::string>(), "alias of --rdzv-backend")
+    ("rdzv-timeout", po::value<double>()->default_value(300), "seconds ranks may take to register")
+    ("standalone", po::bool_switch(), "single node (the default; torchrun compatibility)")
+    ("master-addr", po::value<std::string>(), "MASTER_ADDR given to ranks (alias --master_addr)")
+    ("master_addr", po::value<std::string>(), "alias of --master-addr")
+    ("master-port", po::value<int>(), "MASTER_PORT given to ranks; default: a free port (alias --master_port)")
+    ("master_port", po::value<int>(), "alias of --master-port")
+    ("max-restarts", po::value<int>()->default_value(0), "restart all ranks up to K times after a failure (alias --max_restarts)")
+    ("max_restarts", po::value<int>(), "alias of --max-restarts")
+    ("grace-period", po::value<double>()->default_value(30), "seconds between SIGTERM and SIGKILL at teardown")
+    ("log-dir", po::value<std::string>()->default_value("dlaunch-logs"), "where run directories go (alias --log_dir)")
+    ("log_dir", po::value<std::string>(), "alias of --log-dir")
+    ("quiet,q", po::bool_switch(), "no rank output on the console (it still goes to the log files)")
+    ("ranks-filter", po::value<std::string>(), "show only these ranks' output, e.g. 0,2-3 (alias --local-ranks-filter)")
+    ("local-ranks-filter", po::value<std::string>(), "alias of --ranks-filter")
+    ("local_ranks_filter", po::value<std::string>(), "alias of --ranks-filter")
+    ("nccl-debug", po::value<std::string>(), "NCCL_DEBUG level (VERSION, WARN, INFO, TRACE); each rank logs to rank<R>/nccl.log")
+    ("nccl-socket-ifname", po::value<std::string>(), "NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for the ranks")
+    ("env", po::value<std::vector<std::string>>()->composing(), "KEY=VAL for every rank; repeatable")
+    ("no-python", po::bool_switch(), "run the program as is, even a .py file (alias --no_python)")
+    ("no_python", po::bool_switch(), "alias of --no-python")
+    ("heartbeat-interval", po::value<double>()->default_value(1), "seconds between rank heartbeats")
+    ("heartbeat-timeout", po::value<double>()->default_value(30), "seconds of heartbeat silence before a rank counts as stalled")
+    ("hang-timeout", po::value<double>()->default_value(300), "seconds without progress before a hang is diagnosed")
+    ("on-hang", po::value<std::string>()->default_value("exit"), "exit (code 3) or restart")
+    ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
+    ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
+    ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
+    ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
+    ("monitor_interval", po::value<double>(), "alias of --monitor-interval");
+  // clang-format on
+  return d;
+}
+
+// The first token that is not an option (or follows "--") starts the program or built-in; what
+// comes after it belongs to that program, never to dlaunch.
+void SplitArgs(const po::options_description& desc, const std::vector<std::string>& argv,
+               std::vector<std::string>* own, std::vector<std::string>* rest) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& tok = argv[i];
+    if (tok == "--") {
+      rest->assign(argv.begin() + i + 1, argv.end());
+      return;
+    }
+    if (tok.size() > 1 && tok[0] == '-') {
+      own->push_back(tok);
+      if (tok.find('=') != std::string::npos) continue;
+      const bool is_long = tok.rfind("--", 0) == 0;
+      const auto* opt = desc.find_nothrow(is_long ? tok.substr(2) : tok, false, false, false);
+      if (opt && opt->semantic()->max_tokens() > 0 && i + 1 < argv.size()) {
+        own->push_back(argv[++i]);
+      }
+      continue;
+    }
+    rest->assign(argv.begin() + i, argv.end());
+    return;
+  }
+}
+
+template <typename T>
+std::optional<T> First(const po::variables_map& vm, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (vm.count(n) && !vm[n].defaulted()) return vm[n].as<T>();
+  }
+  for (const char* n : names) {
+    if (vm.count(n)) return vm[n].as<T>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Usage() {
+  std::ostringstream out;
+  out << "usage: dlaunch [options] PROGRAM [ARGS...]      run PROGRAM as N ranks (like torchrun)\n"
+         "       dlaunch [options] -- PROGRAM [ARGS...]\n"
+         "       dlaunch [options] train [TRAIN OPTIONS]     data-parallel training (libtorch)\n"
+         "       dlaunch [options] preflight [OPTIONS]       cluster health check\n"
+         "       dlaunch diagnose RUN_DIR [--json]           explain a hang or failure\n"
+         "       dlaunch doctor [--json]                     driver/CUDA/NCCL/libtorch check\n\n"
+      << Describe()
+      << "\nexit codes: 0 success, 1 a rank failed, 2 usage or setup error, 3 hang detected,\n"
+         "            4 pre-flight found the cluster unhealthy, 130/143 interrupted\n";
+  return out.str();
+}
+
+std::vector<int> ParseRankList(const std::string& text) {
+  std::vector<int> ranks;
+  if (text.empty() || text.back() == ',') {
+    throw UsageError("bad rank list '" + text + "': use ranks and ranges such as 0,2-3");
+  }
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    try {
+      size_t dash = part.find('-');
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        ranks.push_back(std::stoi(part, &used));
+        if (used != part.size() || ranks.back() < 0) throw std::invalid_argument(part);
+      } else {
+        int lo = std::stoi(part.substr(0, dash), &used);
+        if (used != dash) throw std::invalid_argument(part);
+        int hi = std::stoi(part.substr(dash + 1), &used);
+        if (used != part.size() - dash - 1 || lo < 0 || hi < lo) throw std::invalid_argument(part);
+        for (int r = lo; r <= hi; ++r) ranks.push_back(r);
+      }
+    } catch (const std::exception&) {
+      throw UsageError("bad rank list '" + text + "': use ranks and ranges such as 0,2-3");
+    }
+  }
+  if (ranks.empty()) throw UsageError("empty rank list");
+  return ranks;
+}
+
+LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
+  const po::options_description desc = Describe();
+  std::vector<std::string> own, rest;
+  SplitArgs(desc, argv, &own, &rest);
+
+  po::variables_map vm;
+  try {
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(own).options(desc).style(style).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+
+  LaunchOptions o;
+  if (vm.count("help")) {
+    o.command = Command::kHelp;
+    return o;
+  }
+  if (vm.count("version")) {
+    o.command = Command::kVersion;
+    return o;
+  }
+  o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
+  o.nnodes = vm["nnodes"].as<int>();
+  if (o.nnodes < 1) throw UsageError("--nnodes must be at least 1");
+  o.node_rank = First<int>(vm, {"node-rank", "node_rank"}).value_or(0);
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw UsageError("--node-rank must be in [0, " + std::to_string(o.nnodes) + ")");
+  }
+  o.rdzv_endpoint = First<std::string>(vm, {"rdzv-endpoint", "rdzv_endpoint"}).value_or("");
+  o.run_id = First<std::string>(vm, {"rdzv-id", "rdzv_id", "run-id"}).value_or("");
+  if (o.run_id.find('/') != std::string::npos || o.run_id == "." || o.run_id == "..") {
+    throw UsageError("--run-id must not contain '/'");
+  }
+  if (auto b = First<std::string>(vm, {"rdzv-backend", "rdzv_backend"})) {
+    if (*b != "static" && *b != "c10d") throw UsageError("--rdzv-backend must be static or c10d");
+  }
+  o.rdzv_timeout = Seconds(vm["rdzv-timeout"].as<double>(), "--rdzv-timeout");
+  o.master_addr = First<std::string>(vm, {"master-addr", "master_addr"}).value_or("127.0.0.1");
+  o.master_port = First<int>(vm, {"master-port", "master_port"}).value_or(0);
+  if (o.master_port < 0 || o.master_port > 65535) throw UsageError("--master-port out of range");
+  o.max_restarts = *First<int>(vm, {"max_restarts", "max-restarts"});
+  if (o.max_restarts < 0) throw UsageError("--max-restarts must not be negative");
+  o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
+  o.log_dir = *First<std::string>(vm, {"log_dir", "log-dir"});
+  if (o.log_dir.empty()) throw UsageError("--log-dir must not be empty");
+  o.quiet = vm["quiet"].as<bool>();
+  if (auto f =
+          First<std::string>(vm, {"ranks-filter", "local-ranks-filter", "local_ranks_filter"})) {
+    o.ranks_filter = ParseRankList(*f);
+  }
+  o.nccl_debug = First<std::string>(vm, {"nccl-debug"}).value_or("");
+  if (!o.nccl_debug.empty()) {
+    static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT"};
+    if (std::none_of(std::begin(kLevels), std::end(kLevels),
+                     [&](const char* l) { return o.nccl_debug == l; })) {
+      throw UsageError("--nccl-debug must be VERSION, WARN, INFO or TRACE (got '" + o.nccl_debug +
+                       "')");
+    }
+  }
+  o.nccl_socket_ifname = First<std::string>(vm, {"nccl-socket-ifname"}).value_or("");
+  if (vm.count("env")) {
+    for (const auto& kv : vm["env"].as<std::vector<std::string>>()) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw UsageError("--env takes KEY=VAL (got '" + kv + "')");
+      }
+      o.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+  }
+  o.no_python = vm["no-python"].as<bool>() || vm["no_python"].as<bool>();
+  o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
+  o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
+  o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout");
+  o.on_hang = vm["on-hang"].as<std::string>();
+  if (o.on_hang != "exit" && o.on_hang != "restart") {
+    throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
+  }
+  o.skip_doctor = vm["skip-doctor"].as<bool>();
+
+  if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
+  const std::string& head = rest.front();
+  if (head == "train" || head == "preflight" || head == "diagnose" || head == "doctor") {
+    o.command = head == "train"       ? Command::kTrain
+                : head == "preflight" ? Command::kPreflight
+                : head == "diagnose"  ? Command::kDiagnose
+                                      : Command::kDoctor;
+    o.program.assign(rest.begin() + 1, rest.end());
+  } else {
+    o.program = rest;
+  }
+  return o;
+}
+
+}  // namespace dlaunch::launcher

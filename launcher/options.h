@@ -1,0 +1,53 @@
+// The dlaunch command line: torchrun's flags (both spellings), dlaunch's own, then either a
+// built-in command (train, preflight, diagnose, doctor) or a program with its arguments.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlaunch::launcher {
+
+enum class Command { kProgram, kTrain, kPreflight, kDiagnose, kDoctor, kHelp, kVersion };
+
+struct LaunchOptions {
+  Command command = Command::kProgram;
+  std::vector<std::string> program;  // argv of each rank (kProgram) or the built-in's arguments
+
+  int nproc = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_endpoint;  // host:port of node 0's coordinator (multi-node)
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free one
+  std::string run_id;   // empty: generated
+  std::string log_dir = "dlaunch-logs";
+  std::chrono::milliseconds rdzv_timeout{300000};
+  std::chrono::milliseconds grace_period{30000};
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  std::chrono::milliseconds hang_timeout{300000};
+  std::string on_hang = "exit";  // exit | restart
+  int max_restarts = 0;
+  bool quiet = false;
+  std::vector<int> ranks_filter;  // empty: every rank on the console
+  std::string nccl_debug;
+  std::string nccl_socket_ifname;
+  std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VAL, in order
+  bool no_python = false;
+  bool skip_doctor = false;
+};
+
+// The help text, with every flag.
+std::string Usage();
+
+// Throws UsageError naming the bad flag or value. Checks only the command line itself; the
+// program's existence and the log directory are checked by ValidateSetup.
+LaunchOptions ParseCommandLine(const std::vector<std::string>& argv);
+
+// "0,2,5-7" -> {0,2,5,6,7}; throws UsageError.
+std::vector<int> ParseRankList(const std::string& text);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,108 @@
+#include "launcher/process_spawner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  throw Error(ErrorKind::kInternal, what + ": " + std::strerror(errno));
+}
+
+class ForkExecSpawner : public ProcessSpawner {
+ public:
+  SpawnedProcess Spawn(const ProcessSpec& spec) override {
+    std::vector<char*> argv, envp;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    int out[2], err[2], status[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+        ::pipe2(status, O_CLOEXEC) != 0) {
+      Fail("pipe");
+    }
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) Fail("fork");
+    if (pid == 0) {
+      // Only async-signal-safe calls from here to execve: the launcher has other threads.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took hold
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
+        ::signal(sig, SIG_DFL);
+      }
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      int e = errno;
+      (void)!::write(status[1], &e, sizeof(e));
+      ::_exit(127);
+    }
+    // Also from the parent, so the group exists before anyone signals it.
+    ::setpgid(pid, pid);
+    ::close(out[1]);
+    ::close(err[1]);
+    ::close(status[1]);
+    int exec_errno = 0;
+    ssize_t n;
+    do {
+      n = ::read(status[0], &exec_errno, sizeof(exec_errno));
+    } while (n < 0 && errno == EINTR);
+    ::close(status[0]);
+    if (n == sizeof(exec_errno)) {
+      ::waitpid(pid, nullptr, 0);
+      ::close(out[0]);
+      ::close(err[0]);
+      throw Error(ErrorKind::kInvalidArgument,
+                  "cannot run " + spec.argv[0] + ": " + std::strerror(exec_errno));
+    }
+    SpawnedProcess p;
+    p.pid = pid;
+    p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (p.pidfd < 0) Fail("pidfd_open");
+    p.stdout_fd = out[0];
+    p.stderr_fd = err[0];
+    ::fcntl(p.stdout_fd, F_SETFL, O_NONBLOCK);
+    ::fcntl(p.stderr_fd, F_SETFL, O_NONBLOCK);
+    return p;
+  }
+
+  void SignalGroup(pid_t pid, int sig) override {
+    if (::kill(-pid, sig) != 0 && errno == ESRCH) ::kill(pid, sig);
+  }
+
+  int Reap(pid_t pid) override {
+    int status = 0;
+    pid_t r;
+    do {
+      r = ::waitpid(pid, &status, 0);
+    } while (r < 0 && errno == EINTR);
+    return status;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessSpawner> MakeForkExecSpawner() {
+  return std::make_unique<ForkExecSpawner>();
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,42 @@
+// Starting and signalling rank processes. The Supervisor talks to this interface only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlaunch::launcher {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is an absolute or relative path, not looked up
+  std::vector<std::string> env;   // the whole environment, KEY=VAL
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;
+  int pidfd = -1;      // readable once the process exited
+  int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes, non-blocking
+  int stderr_fd = -1;
+};
+
+class ProcessSpawner {
+ public:
+  virtual ~ProcessSpawner() = default;
+  // Blocks until the program was exec'd (or failed to be). Throws Error naming the program.
+  virtual SpawnedProcess Spawn(const ProcessSpec& spec) = 0;
+  // Sends `sig` to the process group the process leads. Does not block.
+  virtual void SignalGroup(pid_t pid, int sig) = 0;
+  // Collects the exit status of an exited process (waitpid status). Does not block once the
+  // pidfd is readable.
+  virtual int Reap(pid_t pid) = 0;
+};
+
+// fork/exec with each rank in its own process group, PR_SET_PDEATHSIG(SIGKILL) so ranks die with
+// the launcher, the signal mask and dispositions reset, stdin from /dev/null, and a pidfd so
+// exits arrive as events. Must be called from the thread that lives as long as the ranks:
+// the kernel ties PR_SET_PDEATHSIG to the forking thread.
+std::unique_ptr<ProcessSpawner> MakeForkExecSpawner();
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,99 @@
+#include "launcher/report.h"
+
+#include <signal.h>
+
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/telemetry.h"
+
+namespace dlaunch::launcher {
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string DescribeExit(const RankOutcome& o) {
+  if (!o.exited) return "still running";
+  if (o.signal) return "signal " + SignalName(o.signal) + " (" + std::to_string(o.signal) + ")";
+  return "exit code " + std::to_string(o.exit_code);
+}
+
+std::vector<std::string> TailLines(const std::string& path, size_t n) {
+  std::ifstream in(path);
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(in, line)) {
+    tail.push_back(line);
+    if (tail.size() > n) tail.pop_front();
+  }
+  return {tail.begin(), tail.end()};
+}
+
+static std::string FormatTime(int64_t unix_ms) {
+  std::time_t t = unix_ms / 1000;
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string FormatRootCause(const RankOutcome& f, const std::string& host,
+                            const std::string& rank_dir, const std::string& extra) {
+  std::ostringstream out;
+  out << "dlaunch: rank " << f.rank << " failed\n"
+      << "Root Cause (first observed failure):\n"
+      << "  time      : " << FormatTime(f.end_unix_ms) << "\n"
+      << "  host      : " << host << "\n"
+      << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
+      << "  exit      : " << DescribeExit(f) << " (pid: " << f.pid << ")\n";
+  if (f.signal == SIGKILL) {
+    out << "  hint      : SIGKILL with no traceback is often the kernel's OOM killer "
+           "(check dmesg)\n";
+  }
+  if (!extra.empty()) out << "  error     : " << extra << "\n";
+  out << "  logs      : " << rank_dir << "/\n";
+  auto tail = TailLines(rank_dir + "/stderr.log", 10);
+  if (!tail.empty()) {
+    out << "  last stderr lines:\n";
+    for (const auto& l : tail) out << "    " << l << "\n";
+  }
+  return out.str();
+}
+
+void WriteSummary(const std::string& path, const SummaryInfo& info,
+                  const std::vector<RankOutcome>& ranks) {
+  nlohmann::json j = {{"run_id", info.run_id},
+                      {"host", info.host},
+                      {"exit_code", info.exit_code},
+                      {"restarts", info.restarts},
+                      {"updated_unix_ms", core::UnixMillis()}};
+  if (!info.error.empty()) j["error"] = info.error;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& r : ranks) {
+    std::string status = !r.exited ? "running" : r.ok() ? "ok" : r.torn_down ? "killed" : "failed";
+    nlohmann::json rank = {{"rank", r.rank},           {"local_rank", r.local_rank},
+                           {"host", info.host},        {"pid", r.pid},
+                           {"status", status},         {"start_unix_ms", r.start_unix_ms},
+                           {"restarts", info.restarts}};
+    if (r.exited) {
+      rank["end_unix_ms"] = r.end_unix_ms;
+      if (r.signal) {
+        rank["signal"] = SignalName(r.signal);
+        rank["exit_code"] = -r.signal;  // torchrun's convention for "killed by signal"
+      } else {
+        rank["exit_code"] = r.exit_code;
+      }
+    }
+    j["ranks"].push_back(rank);
+  }
+  core::WriteFileAtomically(path, j.dump(2) + "\n");
+}
+
+}  // namespace dlaunch::launcher

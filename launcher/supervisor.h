@@ -1,0 +1,96 @@
+// Runs one attempt of a job: spawns the ranks, captures their output, sees exits and signals as
+// events on one epoll loop, and tears everything down on the first failure.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "launcher/process_spawner.h"
+
+namespace dlaunch::launcher {
+
+struct RankSpec {
+  int rank = 0;
+  int local_rank = 0;
+  ProcessSpec process;
+  std::string rank_dir;  // stdout.log and stderr.log go here
+};
+
+struct RankOutcome {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  int64_t start_unix_ms = 0;
+  int64_t end_unix_ms = 0;
+  bool exited = false;
+  int exit_code = -1;      // when it exited normally
+  int signal = 0;          // when a signal ended it
+  bool torn_down = false;  // ended by the launcher's teardown, not by itself
+
+  bool ok() const { return exited && signal == 0 && exit_code == 0; }
+};
+
+struct AttemptResult {
+  std::vector<RankOutcome> ranks;
+  std::optional<size_t> first_failure;  // index into ranks
+  int interrupted_by = 0;               // the signal that stopped dlaunch, if any
+  std::optional<int> stop_code;         // set by RequestStop
+  std::string stop_reason;
+};
+
+struct SupervisorOptions {
+  std::chrono::milliseconds grace_period{30000};
+  std::chrono::milliseconds tick{250};
+  bool quiet = false;
+  std::set<int> console_ranks;  // empty: all
+  int console_out = 1;
+  int console_err = 2;
+};
+
+// The signals dlaunch forwards to its ranks. Block them in every thread before any thread starts
+// (call this first in main) so that the supervisor's signalfd receives them.
+void BlockForwardedSignals();
+
+class Supervisor {
+ public:
+  Supervisor(ProcessSpawner* spawner, SupervisorOptions options);
+
+  // Blocks until every rank of the attempt has exited. Throws Error when a rank cannot be
+  // started (the ranks already started are killed first).
+  AttemptResult Run(const std::vector<RankSpec>& ranks);
+
+  // Thread-safe, does not block: ends the attempt as a failure with `exit_code`.
+  void RequestStop(int exit_code, const std::string& reason);
+
+  // Called on the loop thread every `tick` while the attempt runs; must not block for long.
+  std::function<void()> on_tick;
+
+  // Thread-safe: per rank (by index), the pid and the time of its last output line.
+  struct LiveRank {
+    int rank;
+    pid_t pid;
+    int64_t last_output_unix_ms;
+    bool exited;
+  };
+  std::vector<LiveRank> Live() const;
+
+ private:
+  ProcessSpawner* spawner_;
+  SupervisorOptions options_;
+  int stop_fd_ = -1;
+  std::mutex stop_mu_;
+  std::optional<int> stop_code_;
+  std::string stop_reason_;
+  mutable std::mutex live_mu_;
+  std::vector<LiveRank> live_;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,83 @@
+#include "core/store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <future>
+
+#include "core/error.h"
+#include "core/runtime.h"
+#include "core/telemetry.h"
+
+namespace dlaunch::core {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(MemoryStoreTest, SetGetAddWait) {
+  auto s = MakeMemoryStore();
+  auto later = std::async(std::launch::async, [&] { return s->Get("a", milliseconds(5000)); });
+  s->Set("a", "1");
+  EXPECT_EQ(later.get(), "1");
+  EXPECT_EQ(s->Add("c", 5), 5);
+  EXPECT_EQ(s->Add("c", -2), 3);
+  EXPECT_TRUE(s->Check("c"));
+  try {
+    s->Wait({"a", "missing"}, milliseconds(50));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+}
+
+TEST(PrefixStoreTest, KeepsUsersApart) {
+  auto base = MakeMemoryStore();
+  auto a = MakePrefixStore("a/", base), b = MakePrefixStore("b/", base);
+  a->Set("k", "x");
+  EXPECT_FALSE(b->Check("k"));
+  EXPECT_EQ(base->Get("a/k", milliseconds(0)), "x");
+}
+
+TEST(RuntimeTest, WorldOfOneWithoutALauncher) {
+  ::unsetenv("DLAUNCH_COORDINATOR");
+  ::unsetenv("WORLD_SIZE");
+  ::unsetenv("DLAUNCH_RANK_DIR");
+  auto rt = Runtime::FromEnv();
+  EXPECT_EQ(rt->rank(), 0);
+  EXPECT_EQ(rt->world_size(), 1);
+  rt->store()->Set("k", "v");
+  EXPECT_EQ(rt->store()->Get("k", milliseconds(0)), "v");
+  rt->UpdateStatus([](RankStatus& s) { s.step = 7; });
+  EXPECT_EQ(rt->status().step, 7);
+}
+
+TEST(RuntimeTest, WorldSizeWithoutCoordinatorIsAnError) {
+  ::unsetenv("DLAUNCH_COORDINATOR");
+  ::setenv("WORLD_SIZE", "4", 1);
+  EXPECT_THROW(Runtime::FromEnv(), Error);
+  ::unsetenv("WORLD_SIZE");
+}
+
+TEST(EventLogTest, OneFlushedLinePerEvent) {
+  std::string path = ::testing::TempDir() + "/events-" + std::to_string(::getpid()) + ".jsonl";
+  {
+    EventLog log(path);
+    log.Append({{"kind", "a"}});
+    // Readable before the log is closed: nothing is buffered in the process.
+    std::ifstream in(path);
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    EXPECT_EQ(nlohmann::json::parse(line)["kind"], "a");
+  }
+  std::remove(path.c_str());
+}
+
+TEST(TelemetryTest, RssIsReadable) {
+  EXPECT_GT(CurrentRssBytes(), 0);
+  EXPECT_GE(PeakRssBytes(), CurrentRssBytes());
+}
+
+}  // namespace
+}  // namespace dlaunch::core

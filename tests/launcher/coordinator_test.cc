@@ -1,0 +1,160 @@
+// The coordinator's logic without a network, and the same service over real gRPC on loopback.
+#include "launcher/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "core/coordinator_client.h"
+#include "core/error.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+CoordinatorConfig Config(int world, milliseconds rdzv = milliseconds(5000)) {
+  CoordinatorConfig c;
+  c.world_size = world;
+  c.nproc_per_node = world;
+  c.token = "secret";
+  c.run_id = "r";
+  c.rdzv_timeout = rdzv;
+  return c;
+}
+
+v1::RegisterRequest Req(int rank) {
+  v1::RegisterRequest r;
+  r.set_rank(rank);
+  return r;
+}
+
+TEST(CoordinatorHandlerTest, RegisterWaitsForEveryRank) {
+  CoordinatorHandler h(Config(3));
+  std::vector<std::future<v1::RegisterResponse>> regs;
+  for (int r = 0; r < 3; ++r)
+    regs.push_back(std::async(std::launch::async, [&h, r] { return h.Register(Req(r)); }));
+  for (int r = 0; r < 3; ++r) {
+    auto resp = regs[r].get();
+    EXPECT_EQ(resp.rank(), r);
+    EXPECT_EQ(resp.world_size(), 3);
+    EXPECT_EQ(resp.local_rank(), r);
+  }
+}
+
+TEST(CoordinatorHandlerTest, RendezvousTimeoutNamesAbsentRanksAndTellsTheListener) {
+  CoordinatorHandler h(Config(4, milliseconds(200)));
+  std::promise<std::string> heard;
+  h.SetEventListener([&](const v1::Event& e) {
+    if (e.kind() == "rendezvous_timeout") heard.set_value(e.json());
+  });
+  auto a = std::async(std::launch::async, [&] { return h.Register(Req(0)); });
+  auto b = std::async(std::launch::async, [&] { return h.Register(Req(2)); });
+  for (auto* f : {&a, &b}) {
+    try {
+      f->get();
+      ADD_FAILURE() << "rendezvous should time out";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
+      EXPECT_NE(std::string(e.what()).find("ranks 1,3 never registered"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NE(heard.get_future().get().find("ranks 1,3"), std::string::npos);
+}
+
+TEST(CoordinatorHandlerTest, RejectsRanksOutsideTheWorld) {
+  CoordinatorHandler h(Config(2));
+  EXPECT_THROW(h.Register(Req(2)), Error);
+  EXPECT_THROW(h.Register(Req(-1)), Error);
+}
+
+TEST(CoordinatorHandlerTest, HeartbeatsTrackProgressAndCommandsReachStreams) {
+  CoordinatorHandler h(Config(2));
+  std::vector<v1::Command> got;
+  h.OnStreamOpened(1, [&](const v1::Command& c) {
+    got.push_back(c);
+    return true;
+  });
+  v1::RankStatus s;
+  s.set_rank(1);
+  s.set_step(5);
+  h.OnHeartbeat(s);
+  auto snap = h.Snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_TRUE(snap[0].streaming);
+  EXPECT_EQ(snap[0].status->step(), 5);
+  const int64_t progress = snap[0].last_progress_unix_ms;
+  EXPECT_GT(progress, 0);
+  v1::Command dump;
+  dump.set_kind(v1::Command::DUMP);
+  EXPECT_EQ(h.Broadcast(dump), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kind(), v1::Command::DUMP);
+  h.OnStreamClosed(1);
+  EXPECT_FALSE(h.Snapshot()[0].streaming);
+  EXPECT_EQ(h.Broadcast(dump), 0);
+}
+
+TEST(CoordinatorHandlerTest, AuthorizeNeedsTheExactToken) {
+  CoordinatorHandler h(Config(1));
+  EXPECT_TRUE(h.Authorize("secret", "test", "Register"));
+  EXPECT_FALSE(h.Authorize("", "test", "Register"));
+  EXPECT_FALSE(h.Authorize("secreT", "test", "Register"));
+}
+
+class CoordinatorGrpcTest : public ::testing::Test {
+ protected:
+  CoordinatorHandler handler_{Config(2, milliseconds(3000))};
+  CoordinatorServer server_{&handler_, "127.0.0.1:0"};
+  std::string address() { return "127.0.0.1:" + std::to_string(server_.port()); }
+};
+
+TEST_F(CoordinatorGrpcTest, StoreRoundTripsOverGrpc) {
+  auto client = std::make_shared<core::CoordinatorClient>(address(), "secret");
+  auto store = core::MakeCoordinatorStore(client);
+  store->Set("k", std::string("v\0w", 3));
+  EXPECT_EQ(store->Get("k", milliseconds(1000)), std::string("v\0w", 3));
+  EXPECT_EQ(store->Add("n", 2), 2);
+  EXPECT_EQ(store->Add("n", 3), 5);
+  EXPECT_TRUE(store->Check("k"));
+  EXPECT_FALSE(store->Check("absent"));
+  auto waiter = std::async(std::launch::async, [&] { store->Wait({"late"}, milliseconds(5000)); });
+  store->Set("late", "x");
+  waiter.get();
+  try {
+    store->Get("never", milliseconds(100));
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
+  }
+}
+
+TEST_F(CoordinatorGrpcTest, WrongTokenCannotReadWriteRegisterOrReport) {
+  auto bad = std::make_shared<core::CoordinatorClient>(address(), "guess");
+  auto store = core::MakeCoordinatorStore(bad);
+  auto expect_refused = [](auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << "call was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnauthenticated) << e.what();
+    }
+  };
+  expect_refused([&] { store->Set("k", "v"); });
+  expect_refused([&] { store->Get("k", milliseconds(10)); });
+  expect_refused([&] { bad->Register(Req(0), milliseconds(1000)); });
+  v1::Event e;
+  e.set_kind("error");
+  expect_refused([&] { bad->ReportEvent(e, milliseconds(1000)); });
+  EXPECT_FALSE(handler_.store().Check("k"));
+  EXPECT_TRUE(handler_.Snapshot().empty());
+}
+
+TEST_F(CoordinatorGrpcTest, ABusyPortIsAClearError) {
+  EXPECT_THROW(CoordinatorServer(&handler_, address()), UsageError);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

@@ -1,0 +1,72 @@
+#include "launcher/options.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST(OptionsTest, TorchrunSpellingsAreAliases) {
+  for (const char* flag : {"--nproc", "--nproc-per-node", "--nproc_per_node"}) {
+    auto o = ParseCommandLine({flag, "4", "prog"});
+    EXPECT_EQ(o.nproc, 4) << flag;
+  }
+  EXPECT_EQ(ParseCommandLine({"--nproc_per_node=3", "prog"}).nproc, 3);
+  EXPECT_EQ(ParseCommandLine({"--max_restarts", "2", "prog"}).max_restarts, 2);
+  EXPECT_EQ(ParseCommandLine({"--log_dir", "x", "prog"}).log_dir, "x");
+}
+
+TEST(OptionsTest, EverythingAfterTheProgramBelongsToIt) {
+  auto o = ParseCommandLine({"--nproc", "2", "./train.sh", "--nproc", "9", "-x"});
+  EXPECT_EQ(o.command, Command::kProgram);
+  EXPECT_EQ(o.nproc, 2);
+  EXPECT_EQ(o.program, (std::vector<std::string>{"./train.sh", "--nproc", "9", "-x"}));
+  auto d = ParseCommandLine({"--quiet", "--", "--looks-like-a-flag", "a"});
+  EXPECT_TRUE(d.quiet);
+  EXPECT_EQ(d.program, (std::vector<std::string>{"--looks-like-a-flag", "a"}));
+}
+
+TEST(OptionsTest, BuiltinsTakeTheirOwnArguments) {
+  auto o = ParseCommandLine({"--nproc", "4", "train", "--steps", "10"});
+  EXPECT_EQ(o.command, Command::kTrain);
+  EXPECT_EQ(o.program, (std::vector<std::string>{"--steps", "10"}));
+  EXPECT_EQ(ParseCommandLine({"preflight"}).command, Command::kPreflight);
+  EXPECT_EQ(ParseCommandLine({"doctor", "--json"}).command, Command::kDoctor);
+  EXPECT_EQ(ParseCommandLine({"diagnose", "dir"}).program, std::vector<std::string>{"dir"});
+}
+
+TEST(OptionsTest, EnvAndNcclSettings) {
+  auto o = ParseCommandLine({"--env", "A=1", "--env", "B=x=y", "--nccl-debug", "WARN",
+                             "--nccl-socket-ifname", "eth0", "prog"});
+  ASSERT_EQ(o.env.size(), 2u);
+  EXPECT_EQ(o.env[1], (std::pair<std::string, std::string>{"B", "x=y"}));
+  EXPECT_EQ(o.nccl_debug, "WARN");
+  EXPECT_EQ(o.nccl_socket_ifname, "eth0");
+}
+
+TEST(OptionsTest, BadInputIsAUsageError) {
+  for (std::vector<std::string> bad :
+       std::vector<std::vector<std::string>>{{"--nproc", "0", "p"},
+                                             {"--nproc", "two", "p"},
+                                             {"--unknown", "p"},
+                                             {"--nproc"},
+                                             {"--nccl-debug", "LOUD", "p"},
+                                             {"--on-hang", "shrug", "p"},
+                                             {"--grace-period", "-1", "p"},
+                                             {"--nnodes", "2", "--node-rank", "2", "p"},
+                                             {"--npro", "2", "p"},  // no guessing of abbreviations
+                                             {}}) {
+    EXPECT_THROW(ParseCommandLine(bad), UsageError) << (bad.empty() ? "" : bad[0]);
+  }
+}
+
+TEST(OptionsTest, RankLists) {
+  EXPECT_EQ(ParseRankList("0,2-4,7"), (std::vector<int>{0, 2, 3, 4, 7}));
+  EXPECT_THROW(ParseRankList("a"), UsageError);
+  EXPECT_THROW(ParseRankList("3-1"), UsageError);
+  EXPECT_THROW(ParseRankList("1,"), UsageError);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

@@ -1,0 +1,118 @@
+// Runs dlaunch as a real child process for tests: its output arrives line by line as events
+// (poll on the pipes), never by sleeping.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "launcher/log_capture.h"
+#include "launcher/process_spawner.h"
+
+extern char** environ;
+
+namespace dlaunch::testing {
+
+class Launched {
+ public:
+  // Starts `argv` with this process's environment plus `extra_env` (KEY=VAL).
+  explicit Launched(std::vector<std::string> argv, std::vector<std::string> extra_env = {}) {
+    launcher::ProcessSpec spec;
+    spec.argv = std::move(argv);
+    for (char** e = environ; *e; ++e) spec.env.push_back(*e);
+    for (auto& kv : extra_env) spec.env.push_back(kv);
+    spawner_ = launcher::MakeForkExecSpawner();
+    proc_ = spawner_->Spawn(spec);
+  }
+  ~Launched() {
+    if (!reaped_) {
+      ::kill(proc_.pid, SIGKILL);
+      spawner_->SignalGroup(proc_.pid, SIGKILL);
+      Wait(std::chrono::seconds(10));
+    }
+  }
+
+  pid_t pid() const { return proc_.pid; }
+
+  // Reads output until `pred` holds for the stdout lines seen so far, at most `timeout`.
+  bool WaitFor(const std::function<bool(const std::vector<std::string>&)>& pred,
+               std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred(out_lines)) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !Pump(left)) return pred(out_lines);
+    }
+    return true;
+  }
+
+  // Waits for exit (reading output meanwhile); returns the exit code, 128+signal for a signal,
+  // or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!reaped_) {
+      pollfd p{proc_.pidfd, POLLIN, 0};
+      if (::poll(&p, 1, 0) == 1) {
+        while (Pump(std::chrono::milliseconds(0))) {
+        }
+        int status = spawner_->Reap(proc_.pid);
+        reaped_ = true;
+        code_ = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        break;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -1;
+      Pump(left);
+    }
+    return code_;
+  }
+
+  std::vector<std::string> out_lines, err_lines;
+
+  std::string err_text() const {
+    std::string s;
+    for (const auto& l : err_lines) s += l + "\n";
+    return s;
+  }
+
+ private:
+  // One poll round over stdout, stderr and the pidfd; false when nothing can happen any more.
+  bool Pump(std::chrono::milliseconds timeout) {
+    pollfd fds[3] = {
+        {proc_.stdout_fd, POLLIN, 0}, {proc_.stderr_fd, POLLIN, 0}, {proc_.pidfd, POLLIN, 0}};
+    if (proc_.stdout_fd < 0 && proc_.stderr_fd < 0) return false;
+    int n = ::poll(fds, 3, static_cast<int>(timeout.count()));
+    if (n <= 0) return false;
+    bool progressed = false;
+    for (int i = 0; i < 2; ++i) {
+      int& fd = i == 0 ? proc_.stdout_fd : proc_.stderr_fd;
+      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      char buf[65536];
+      ssize_t r = ::read(fd, buf, sizeof(buf));
+      if (r > 0) {
+        (i == 0 ? out_ : err_).Feed(std::string_view(buf, r), i == 0 ? &out_lines : &err_lines);
+        progressed = true;
+      } else if (r == 0) {
+        ::close(fd);
+        fd = -1;
+        progressed = true;
+      }
+    }
+    return progressed || (fds[2].revents & POLLIN) == 0;
+  }
+
+  std::unique_ptr<launcher::ProcessSpawner> spawner_;
+  launcher::SpawnedProcess proc_;
+  launcher::LineSplitter out_, err_;
+  bool reaped_ = false;
+  int code_ = -1;
+};
+
+}  // namespace dlaunch::testing
