@@ -2,6 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "core/error.h"
 
 namespace dlaunch::core {
@@ -91,11 +95,39 @@ void ThrowRpcError(const grpc::Status& status, const std::string& what) {
   }
 }
 
-CoordinatorClient::CoordinatorClient(const std::string& address, std::string token)
+TlsFiles TlsFiles::FromEnv() {
+  auto get = [](const char* k) {
+    const char* v = std::getenv(k);
+    return std::string(v ? v : "");
+  };
+  return {get("DLAUNCH_TLS_CA"), get("DLAUNCH_TLS_CERT"), get("DLAUNCH_TLS_KEY")};
+}
+
+std::string ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
+                                     const TlsFiles& tls)
     : token_(std::move(token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (tls.enabled()) {
+    if (tls.ca.empty() || tls.cert.empty() || tls.key.empty()) {
+      throw UsageError("TLS needs all of --tls-cert, --tls-key and --tls-ca");
+    }
+    grpc::SslCredentialsOptions opts;
+    opts.pem_root_certs = ReadPem(tls.ca, "--tls-ca");
+    opts.pem_private_key = ReadPem(tls.key, "--tls-key");
+    opts.pem_cert_chain = ReadPem(tls.cert, "--tls-cert");
+    creds = grpc::SslCredentials(opts);
+  }
+  channel_ = grpc::CreateCustomChannel(address, creds, args);
   stub_ = v1::Coordinator::NewStub(channel_);
 }
 

@@ -12,10 +12,22 @@ namespace dlaunch::core {
 
 inline constexpr char kTokenMetadataKey[] = "x-dlaunch-token";
 
+// TLS material for the coordinator and its clients (PEM file paths). All empty: plaintext, which
+// dlaunch uses on loopback and, unless told otherwise, between nodes.
+struct TlsFiles {
+  std::string ca, cert, key;
+  bool enabled() const { return !ca.empty() || !cert.empty() || !key.empty(); }
+  // DLAUNCH_TLS_CA, DLAUNCH_TLS_CERT, DLAUNCH_TLS_KEY: how the launcher passes them to ranks.
+  static TlsFiles FromEnv();
+};
+
+// The file's content; throws UsageError naming `what` (a flag) when it cannot be read.
+std::string ReadPem(const std::string& path, const char* what);
+
 class CoordinatorClient {
  public:
-  // Does not block: the channel connects lazily.
-  CoordinatorClient(const std::string& address, std::string token);
+  // Does not block: the channel connects lazily. Throws UsageError for incomplete TLS material.
+  CoordinatorClient(const std::string& address, std::string token, const TlsFiles& tls = {});
 
   // Blocks until every rank registered, at most `timeout`. Throws Error(kTimeout) with the
   // coordinator's message naming absent ranks, Error(kUnauthenticated) for a wrong token,

@@ -248,7 +248,8 @@ std::unique_ptr<Runtime> Runtime::FromEnv() {
     }
     return std::make_unique<LocalRuntime>(0, 1, 0, 1, restarts, rank_dir);
   }
-  auto client = std::make_shared<CoordinatorClient>(address, EnvStr("DLAUNCH_JOB_TOKEN"));
+  auto client = std::make_shared<CoordinatorClient>(address, EnvStr("DLAUNCH_JOB_TOKEN"),
+                                                    TlsFiles::FromEnv());
   v1::RegisterRequest req;
   req.set_rank(rank);
   req.set_pid(::getpid());

@@ -82,6 +82,23 @@ int BuiltinExitCode(const RankOutcome& failed) {
   return kExitRankFailed;
 }
 
+std::string DoctorFingerprint() {
+#ifdef DLAUNCH_HAVE_DOCTOR
+  return DoctorFingerprintJson();
+#else
+  return "";
+#endif
+}
+
+std::vector<std::string> CompareDoctorFingerprints(const std::vector<std::string>& per_node) {
+#ifdef DLAUNCH_HAVE_DOCTOR
+  return CompareFingerprints(per_node);
+#else
+  (void)per_node;
+  return {};
+#endif
+}
+
 int RunDoctor(const std::vector<std::string>& args) {
 #ifdef DLAUNCH_HAVE_DOCTOR
   return RunDoctorCommand(args);

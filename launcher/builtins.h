@@ -22,6 +22,10 @@ void CheckDoctorBeforeStart();
 // timeout is a hang (3), an unhealthy pre-flight is 4, anything else 1.
 int BuiltinExitCode(const RankOutcome& failed);
 
+// This node's versions as JSON (empty without doctor), and the differences between nodes.
+std::string DoctorFingerprint();
+std::vector<std::string> CompareDoctorFingerprints(const std::vector<std::string>& per_node);
+
 int RunDoctor(const std::vector<std::string>& args);
 int RunDiagnose(const std::vector<std::string>& args);
 

@@ -1,6 +1,9 @@
 #include "launcher/coordinator.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -78,6 +81,189 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   return resp;
 }
 
+void CoordinatorHandler::AddLocalNode(const std::string& host, const std::string& doctor_json) {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeView& n = nodes_[0];
+  n.node_rank = 0;
+  n.host = host;
+  n.doctor_json = doctor_json;
+  n.last_heartbeat_unix_ms = core::UnixMillis();
+  nodes_cv_.notify_all();
+}
+
+std::vector<int> CoordinatorHandler::WaitForNodes() {
+  std::unique_lock<std::mutex> lock(mu_);
+  nodes_cv_.wait_until(lock, attempt_start_ + config_.rdzv_timeout,
+                       [&] { return static_cast<int>(nodes_.size()) >= config_.nnodes; });
+  std::vector<int> absent;
+  for (int n = 0; n < config_.nnodes; ++n)
+    if (!nodes_.count(n)) absent.push_back(n);
+  return absent;
+}
+
+v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
+  if (req.node_rank() <= 0 || req.node_rank() >= config_.nnodes) {
+    throw Error(ErrorKind::kInvalidArgument, "node rank " + std::to_string(req.node_rank()) +
+                                                 " is not an agent of a job of " +
+                                                 std::to_string(config_.nnodes) + " nodes");
+  }
+  if (req.nproc() != config_.nproc_per_node) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "node " + std::to_string(req.node_rank()) + " asks for --nproc " +
+                    std::to_string(req.nproc()) + " but node 0 runs " +
+                    std::to_string(config_.nproc_per_node) + " per node");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeView& n = nodes_[req.node_rank()];
+    n.node_rank = req.node_rank();
+    n.host = req.host();
+    n.doctor_json = req.doctor_json();
+    n.lost = false;
+    n.last_heartbeat_unix_ms = core::UnixMillis();
+    nodes_cv_.notify_all();
+  }
+  std::vector<int> absent = WaitForNodes();
+  if (!absent.empty()) {
+    throw Error(ErrorKind::kTimeout, "node rendezvous timed out: node" +
+                                         std::string(absent.size() > 1 ? "s " : " ") +
+                                         JoinRanks(absent) + " never joined");
+  }
+  v1::NodeResponse resp;
+  resp.set_run_id(config_.run_id);
+  resp.set_world_size(config_.world_size);
+  resp.set_nnodes(config_.nnodes);
+  resp.set_master_addr(config_.master_addr);
+  resp.set_master_port(config_.master_port);
+  return resp;
+}
+
+void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
+  std::function<void(const v1::Event&)> listener;
+  v1::Event event;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeView& n = nodes_[status.node_rank()];
+    const bool was_done = n.status && n.status->done();
+    n.status = status;
+    n.last_heartbeat_unix_ms = core::UnixMillis();
+    nodes_cv_.notify_all();
+    if (!status.done() || was_done || status.exit_code() == 0) return;
+    listener = listener_;
+    event.set_rank(-1);
+    event.set_kind("node_failed");
+    event.set_json(nlohmann::json{{"node_rank", status.node_rank()},
+                                  {"host", n.host},
+                                  {"exit_code", status.exit_code()},
+                                  {"message", status.message()}}
+                       .dump());
+  }
+  if (listener) listener(event);
+}
+
+void CoordinatorHandler::OnNodeStreamOpened(int node,
+                                            std::function<bool(const v1::Command&)> send) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_senders_[node] = std::move(send);
+  nodes_[node].streaming = true;
+}
+
+void CoordinatorHandler::OnNodeStreamClosed(int node) {
+  std::function<void(const v1::Event&)> listener;
+  v1::Event event;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node_senders_.erase(node);
+    NodeView& n = nodes_[node];
+    n.streaming = false;
+    nodes_cv_.notify_all();
+    if (n.status && n.status->done()) return;
+    n.lost = true;
+    listener = listener_;
+    event.set_rank(-1);
+    event.set_kind("node_lost");
+    event.set_json(nlohmann::json{{"node_rank", node},
+                                  {"host", n.host},
+                                  {"message", "node " + std::to_string(node) + " (" + n.host +
+                                                  ") lost: its agent's stream ended"}}
+                       .dump());
+  }
+  if (listener) listener(event);
+}
+
+int CoordinatorHandler::BroadcastToNodes(const v1::Command& command) {
+  std::map<int, std::function<bool(const v1::Command&)>> senders;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    senders = node_senders_;
+  }
+  int sent = 0;
+  for (auto& [node, send] : senders) sent += send(command) ? 1 : 0;
+  return sent;
+}
+
+std::string CoordinatorHandler::WaitForNodesDone(std::chrono::milliseconds heartbeat_timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    bool all_done = true;
+    const int64_t now = core::UnixMillis();
+    for (const auto& [rank, n] : nodes_) {
+      if (rank == 0) continue;
+      const std::string who = "node " + std::to_string(rank) + " (" + n.host + ")";
+      if (n.status && n.status->done()) {
+        if (n.status->exit_code() != 0) {
+          return who + " failed: " +
+                 (n.status->message().empty() ? "exit code " + std::to_string(n.status->exit_code())
+                                              : n.status->message());
+        }
+        continue;
+      }
+      if (n.lost) return who + " lost: its agent's stream ended";
+      if (now - n.last_heartbeat_unix_ms > heartbeat_timeout.count()) {
+        return who + " lost: no heartbeat for " +
+               std::to_string((now - n.last_heartbeat_unix_ms) / 1000) + " s";
+      }
+      all_done = false;
+    }
+    if (all_done) return "";
+    // Woken by every status and stream end; the timeout only paces the heartbeat check.
+    nodes_cv_.wait_for(lock, std::chrono::milliseconds(250));
+  }
+}
+
+std::vector<NodeView> CoordinatorHandler::Nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeView> out;
+  for (const auto& [n, view] : nodes_) out.push_back(view);
+  return out;
+}
+
+void CoordinatorHandler::WriteFileChunk(const v1::FileChunk& chunk) {
+  const std::string& name = chunk.name();
+  if (chunk.rank() < 0 || chunk.rank() >= config_.world_size) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "file for rank " + std::to_string(chunk.rank()) + " outside the world");
+  }
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    throw Error(ErrorKind::kInvalidArgument, "bad file name '" + name + "'");
+  }
+  const std::string dir = config_.run_dir + "/rank" + std::to_string(chunk.rank());
+  std::lock_guard<std::mutex> lock(files_mu_);
+  ::mkdir(dir.c_str(), 0755);
+  const std::string path = dir + "/" + name;
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (chunk.truncate() ? O_TRUNC : 0);
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) throw Error(ErrorKind::kInternal, "cannot write " + path);
+  const std::string& data = chunk.data();
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, chunk.offset() + done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
 void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
   std::lock_guard<std::mutex> lock(mu_);
   RankView& view = ranks_[status.rank()];
@@ -90,6 +276,17 @@ void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
   view.rank = status.rank();
   view.status = status;
   view.last_heartbeat_unix_ms = now;
+  status_cv_.notify_all();
+}
+
+bool CoordinatorHandler::WaitForStatus(int rank,
+                                       const std::function<bool(const v1::RankStatus&)>& pred,
+                                       std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return status_cv_.wait_for(lock, timeout, [&] {
+    auto it = ranks_.find(rank);
+    return it != ranks_.end() && it->second.status && pred(*it->second.status);
+  });
 }
 
 void CoordinatorHandler::OnStreamOpened(int rank, std::function<bool(const v1::Command&)> send) {
@@ -210,6 +407,35 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     return Guarded(ctx, "ReportEvent", [&] { handler_->OnEvent(*event); });
   }
 
+  grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::NodeRequest* req,
+                            v1::NodeResponse* resp) override {
+    return Guarded(ctx, "RegisterNode", [&] { *resp = handler_->RegisterNode(*req); });
+  }
+
+  grpc::Status NodeStream(grpc::ServerContext* ctx,
+                          grpc::ServerReaderWriter<v1::Command, v1::NodeStatus>* stream) override {
+    if (!Authorized(ctx, "NodeStream")) return Refused();
+    v1::NodeStatus status;
+    if (!stream->Read(&status)) return grpc::Status::OK;
+    const int node = status.node_rank();
+    auto write_mu = std::make_shared<std::mutex>();
+    handler_->OnNodeStreamOpened(node, [stream, write_mu](const v1::Command& cmd) {
+      std::lock_guard<std::mutex> lock(*write_mu);
+      return stream->Write(cmd);
+    });
+    do {
+      handler_->OnNodeStatus(status);
+    } while (stream->Read(&status));
+    handler_->OnNodeStreamClosed(node);
+    std::lock_guard<std::mutex> lock(*write_mu);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PushFile(grpc::ServerContext* ctx, const v1::FileChunk* chunk,
+                        v1::FileAck*) override {
+    return Guarded(ctx, "PushFile", [&] { handler_->WriteFileChunk(*chunk); });
+  }
+
  private:
   bool Authorized(grpc::ServerContext* ctx, const char* method) {
     const auto& md = ctx->client_metadata();
@@ -245,10 +471,26 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   CoordinatorHandler* handler_;
 };
 
-CoordinatorServer::CoordinatorServer(CoordinatorHandler* handler, const std::string& address)
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const core::TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  using core::ReadPem;
+  grpc::SslServerCredentialsOptions opts(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  opts.pem_root_certs = ReadPem(tls.ca, "--tls-ca");
+  opts.pem_key_cert_pairs.push_back(
+      {ReadPem(tls.key, "--tls-key"), ReadPem(tls.cert, "--tls-cert")});
+  return grpc::SslServerCredentials(opts);
+}
+
+}  // namespace
+
+CoordinatorServer::CoordinatorServer(CoordinatorHandler* handler, const std::string& address,
+                                     const core::TlsFiles& tls)
     : service_(std::make_unique<Service>(handler)) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address, MakeServerCredentials(tls), &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   // A port held by another process must fail the bind instead of being shared.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/coordinator_client.h"
 #include "core/store.h"
 #include "dlaunch.pb.h"
 
@@ -26,6 +27,9 @@ namespace dlaunch::launcher {
 struct CoordinatorConfig {
   int world_size = 1;
   int nproc_per_node = 1;
+  int nnodes = 1;
+  std::string master_addr;  // given to every node's ranks
+  int master_port = 0;
   std::string token;
   std::string run_id;
   std::string run_dir;
@@ -40,6 +44,17 @@ struct RankView {
   std::optional<v1::RankStatus> status;
   int64_t last_heartbeat_unix_ms = 0;
   int64_t last_progress_unix_ms = 0;  // last time step or completed seq moved
+};
+
+// What the coordinator knows of one node (multi-node jobs; node 0 is the coordinator's own).
+struct NodeView {
+  int node_rank = -1;
+  std::string host;
+  std::string doctor_json;
+  bool streaming = false;
+  bool lost = false;  // its stream ended before it said it was done
+  int64_t last_heartbeat_unix_ms = 0;
+  std::optional<v1::NodeStatus> status;
 };
 
 class CoordinatorHandler {
@@ -68,15 +83,40 @@ class CoordinatorHandler {
   void Reset();
 
   std::vector<RankView> Snapshot() const;
+  // Blocks until rank's latest heartbeat satisfies `pred`, at most `timeout`; false on timeout.
+  bool WaitForStatus(int rank, const std::function<bool(const v1::RankStatus&)>& pred,
+                     std::chrono::milliseconds timeout);
   // Called on a gRPC thread for each event and for a failed rendezvous; must not block.
   void SetEventListener(std::function<void(const v1::Event&)> listener);
 
   const CoordinatorConfig& config() const { return config_; }
 
+  // ---- multi-node
+  // Node 0 adds itself; does not block.
+  void AddLocalNode(const std::string& host, const std::string& doctor_json);
+  // Blocks until every node joined or the rendezvous deadline; then throws Error(kTimeout)
+  // naming the absent nodes.
+  v1::NodeResponse RegisterNode(const v1::NodeRequest& req);
+  // Blocks like RegisterNode, for node 0's launcher; returns the absent node ranks.
+  std::vector<int> WaitForNodes();
+  // Do not block. Events "node_failed" and "node_lost" go to the event listener.
+  void OnNodeStatus(const v1::NodeStatus& status);
+  void OnNodeStreamOpened(int node, std::function<bool(const v1::Command&)> send);
+  void OnNodeStreamClosed(int node);
+  int BroadcastToNodes(const v1::Command& command);
+  // Blocks until every agent node said it is done; returns "" when all succeeded, else the first
+  // failure or loss (a node silent for `heartbeat_timeout` counts as lost).
+  std::string WaitForNodesDone(std::chrono::milliseconds heartbeat_timeout);
+  std::vector<NodeView> Nodes() const;
+  // Writes an agent's chunk into <run_dir>/rank<R>/<name>. Throws Error(kInvalidArgument) for a
+  // rank outside the world or a name that leaves the rank's folder.
+  void WriteFileChunk(const v1::FileChunk& chunk);
+
  private:
   CoordinatorConfig config_;
   mutable std::mutex mu_;
   std::condition_variable registered_cv_;
+  std::condition_variable status_cv_;
   std::chrono::steady_clock::time_point attempt_start_;
   std::map<int, v1::RegisterRequest> registered_;
   std::shared_ptr<core::Store> store_;
@@ -84,13 +124,18 @@ class CoordinatorHandler {
   std::map<int, std::function<bool(const v1::Command&)>> senders_;
   std::function<void(const v1::Event&)> listener_;
   bool rdzv_failure_reported_ = false;
+  std::condition_variable nodes_cv_;
+  std::map<int, NodeView> nodes_;
+  std::map<int, std::function<bool(const v1::Command&)>> node_senders_;
+  std::mutex files_mu_;
 };
 
 class CoordinatorServer {
  public:
   // Starts serving on `address` ("127.0.0.1:0" picks a free port). Throws UsageError when the
   // address cannot be bound (a port in use, say).
-  CoordinatorServer(CoordinatorHandler* handler, const std::string& address);
+  CoordinatorServer(CoordinatorHandler* handler, const std::string& address,
+                    const core::TlsFiles& tls = {});
   ~CoordinatorServer();
 
   int port() const { return port_; }

@@ -94,6 +94,10 @@ po::options_description Describe() {
     ("hang-timeout", po::value<double>()->default_value(300), "seconds without progress before a hang is diagnosed")
     ("on-hang", po::value<std::string>()->default_value("exit"), "exit (code 3) or restart")
     ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
+    ("token-file", po::value<std::string>(), "multi-node: file holding the job token every node shares (else DLAUNCH_JOB_TOKEN)")
+    ("tls-cert", po::value<std::string>(), "multi-node: this node's certificate (PEM)")
+    ("tls-key", po::value<std::string>(), "multi-node: this node's private key (PEM)")
+    ("tls-ca", po::value<std::string>(), "multi-node: CA that signed every node's certificate (PEM)")
     ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
@@ -209,6 +213,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   }
   o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
   o.nnodes = vm["nnodes"].as<int>();
+  o.nnodes_given = !vm["nnodes"].defaulted();
   if (o.nnodes < 1) throw UsageError("--nnodes must be at least 1");
   o.node_rank = First<int>(vm, {"node-rank", "node_rank"}).value_or(0);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
@@ -264,6 +269,10 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
   }
   o.skip_doctor = vm["skip-doctor"].as<bool>();
+  o.token_file = First<std::string>(vm, {"token-file"}).value_or("");
+  o.tls_cert = First<std::string>(vm, {"tls-cert"}).value_or("");
+  o.tls_key = First<std::string>(vm, {"tls-key"}).value_or("");
+  o.tls_ca = First<std::string>(vm, {"tls-ca"}).value_or("");
 
   if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
   const std::string& head = rest.front();

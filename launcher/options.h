@@ -18,6 +18,7 @@ struct LaunchOptions {
 
   int nproc = 1;
   int nnodes = 1;
+  bool nnodes_given = false;  // on the command line, so the scheduler's variables do not apply
   int node_rank = 0;
   std::string rdzv_endpoint;  // host:port of node 0's coordinator (multi-node)
   std::string master_addr = "127.0.0.1";
@@ -38,6 +39,8 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VAL, in order
   bool no_python = false;
   bool skip_doctor = false;
+  std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
+  std::string tls_cert, tls_key, tls_ca;
 };
 
 // The help text, with every flag.

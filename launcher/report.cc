@@ -93,6 +93,33 @@ void WriteSummary(const std::string& path, const SummaryInfo& info,
     }
     j["ranks"].push_back(rank);
   }
+  if (!info.nodes.empty()) j["nodes"] = nlohmann::json::array();
+  for (const auto& n : info.nodes) {
+    const bool done = n.status && n.status->done();
+    std::string status = n.node_rank == 0 ? (info.exit_code == 0 ? "ok" : "failed")
+                         : done           ? (n.status->exit_code() == 0 ? "ok" : "failed")
+                         : n.lost         ? "lost"
+                                          : "unknown";
+    nlohmann::json node = {{"node_rank", n.node_rank}, {"host", n.host}, {"status", status}};
+    if (done) node["exit_code"] = n.status->exit_code();
+    if (done && !n.status->message().empty()) node["error"] = n.status->message();
+    j["nodes"].push_back(node);
+    if (n.node_rank == 0 || !n.status) continue;
+    for (const auto& r : n.status->ranks()) {
+      nlohmann::json rank = {{"rank", r.rank()},
+                             {"host", n.host},
+                             {"node_rank", n.node_rank},
+                             {"pid", r.pid()},
+                             {"status", !r.exited() ? (n.lost ? "lost" : "running")
+                                        : r.signal() == 0 && r.exit_code() == 0 ? "ok"
+                                                                                : "failed"}};
+      if (r.exited()) {
+        rank["exit_code"] = r.signal() ? -r.signal() : r.exit_code();
+        if (r.signal()) rank["signal"] = SignalName(r.signal());
+      }
+      j["ranks"].push_back(rank);
+    }
+  }
   core::WriteFileAtomically(path, j.dump(2) + "\n");
 }
 

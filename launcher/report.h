@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/coordinator.h"
 #include "launcher/supervisor.h"
 
 namespace dlaunch::launcher {
@@ -26,7 +27,8 @@ struct SummaryInfo {
   std::string host;
   int exit_code = -1;  // -1 while running
   int restarts = 0;
-  std::string error;  // the root cause or stop reason, one line
+  std::string error;            // the root cause or stop reason, one line
+  std::vector<NodeView> nodes;  // multi-node, on node 0: every node and its ranks' outcomes
 };
 
 // Writes summary.json atomically.

@@ -8,6 +8,7 @@
 
 #include "core/coordinator_client.h"
 #include "core/error.h"
+#include "core/runtime.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -150,6 +151,49 @@ TEST_F(CoordinatorGrpcTest, WrongTokenCannotReadWriteRegisterOrReport) {
   expect_refused([&] { bad->ReportEvent(e, milliseconds(1000)); });
   EXPECT_FALSE(handler_.store().Check("k"));
   EXPECT_TRUE(handler_.Snapshot().empty());
+}
+
+TEST_F(CoordinatorGrpcTest, RuntimeHeartbeatsCarryStatusAndReceiveCommands) {
+  CoordinatorHandler handler(Config(1));
+  CoordinatorServer server(&handler, "127.0.0.1:0");
+  ::setenv("DLAUNCH_COORDINATOR", ("127.0.0.1:" + std::to_string(server.port())).c_str(), 1);
+  ::setenv("DLAUNCH_JOB_TOKEN", "secret", 1);
+  ::setenv("DLAUNCH_HEARTBEAT_MS", "20", 1);
+  ::setenv("RANK", "0", 1);
+  ::setenv("WORLD_SIZE", "1", 1);
+  std::promise<v1::Event> event;
+  handler.SetEventListener([&](const v1::Event& e) { event.set_value(e); });
+  {
+    auto rt = core::Runtime::FromEnv();
+    std::promise<core::CommandKind> command;
+    rt->OnCommand([&](core::CommandKind kind, const std::string&) { command.set_value(kind); });
+    rt->UpdateStatus([](core::RankStatus& s) {
+      s.step = 42;
+      s.phase = core::Phase::kBackward;
+      s.last_completed_seq = 7;
+    });
+    EXPECT_TRUE(handler.WaitForStatus(
+        0,
+        [](const v1::RankStatus& s) {
+          return s.step() == 42 && s.phase() == v1::PHASE_BACKWARD && s.last_completed_seq() == 7 &&
+                 s.rss_bytes() > 0;
+        },
+        milliseconds(10000)));
+    v1::Command dump;
+    dump.set_kind(v1::Command::DUMP);
+    EXPECT_EQ(handler.Broadcast(dump), 1);
+    auto got = command.get_future();
+    ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(got.get(), core::CommandKind::kDump);
+    rt->ReportEvent("error", R"({"message":"boom"})");
+    auto e = event.get_future();
+    ASSERT_EQ(e.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(e.get().json(), R"({"message":"boom"})");
+  }
+  for (const char* k :
+       {"DLAUNCH_COORDINATOR", "DLAUNCH_JOB_TOKEN", "DLAUNCH_HEARTBEAT_MS", "RANK", "WORLD_SIZE"}) {
+    ::unsetenv(k);
+  }
 }
 
 TEST_F(CoordinatorGrpcTest, ABusyPortIsAClearError) {

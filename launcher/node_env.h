@@ -1,0 +1,28 @@
+// Where a multi-node launch learns its place: the command line first, then the environment of
+// the engine that started dlaunch (Slurm, OpenMPI, Kubeflow's PyTorchJob).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+
+namespace dlaunch::launcher {
+
+// Slurm: the coordinator listens on the first host at this port, or at DLAUNCH_RDZV_PORT.
+inline constexpr int kDefaultRdzvPort = 29400;  // torchrun's c10d default
+
+// Fills nnodes, node_rank, rdzv_endpoint and run_id from `env` where the command line left them
+// unset. Returns the engine it used ("slurm", "openmpi", "kubeflow") or "" for none. Throws
+// UsageError for a malformed variable.
+std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, LaunchOptions* o);
+
+// Slurm's compressed host lists: "gpu[01-04,07],cpu9" -> gpu01 gpu02 gpu03 gpu04 gpu07 cpu9.
+// Throws UsageError for a malformed list.
+std::vector<std::string> ExpandSlurmNodelist(const std::string& list);
+
+// The process environment as a map.
+std::map<std::string, std::string> CurrentEnv();
+
+}  // namespace dlaunch::launcher

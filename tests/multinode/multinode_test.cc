@@ -1,0 +1,305 @@
+// Several dlaunch launchers acting as nodes of one job, on this machine: over loopback, under
+// mpirun, under a simulated Slurm, and in network namespaces joined by a veth pair.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "launcher/job.h"
+#include "process_harness.h"
+
+namespace dlaunch::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+const char kToken[] = "DLAUNCH_JOB_TOKEN=multinode-test-token-0123456789";
+
+class MultiNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dlaunch-mn-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
+    endpoint_ = "127.0.0.1:" + port_;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // dlaunch as node `node` of 2 with 2 ranks each, over loopback.
+  std::vector<std::string> Node(int node, std::vector<std::string> program,
+                                std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {DLAUNCH_BIN,
+                                     "--nnodes",
+                                     "2",
+                                     "--node-rank",
+                                     std::to_string(node),
+                                     "--rdzv-endpoint",
+                                     endpoint_,
+                                     "--nproc",
+                                     "2",
+                                     "--log-dir",
+                                     LogDir(node),
+                                     "--run-id",
+                                     "job",
+                                     "--heartbeat-timeout",
+                                     "3"};
+    if (std::find(extra.begin(), extra.end(), "--rdzv-timeout") == extra.end()) {
+      extra.insert(extra.end(), {"--rdzv-timeout", "20"});
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), program.begin(), program.end());
+    return argv;
+  }
+  std::string LogDir(int node) { return (dir_ / ("node" + std::to_string(node))).string(); }
+  fs::path RunDir(int node) { return fs::path(LogDir(node)) / "job"; }
+  nlohmann::json Summary() {
+    std::ifstream in(RunDir(0) / "summary.json");
+    return nlohmann::json::parse(in);
+  }
+  static std::map<std::string, std::string> ReadEnv(const fs::path& p) {
+    std::ifstream in(p);
+    std::map<std::string, std::string> env;
+    for (std::string l; std::getline(in, l);)
+      env[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
+    return env;
+  }
+  static bool Has(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+  }
+
+  fs::path dir_;
+  std::string port_, endpoint_;
+};
+
+TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "env"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "env"}), {kToken});
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  std::set<std::string> master;
+  for (int r = 0; r < 4; ++r) {
+    // Node 1's ranks' logs were streamed into node 0's run directory.
+    auto env = ReadEnv(RunDir(0) / ("rank" + std::to_string(r)) / "stdout.log");
+    EXPECT_EQ(env["RANK"], std::to_string(r));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(r % 2));
+    EXPECT_EQ(env["GROUP_RANK"], std::to_string(r / 2));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["DLAUNCH_COORDINATOR"], endpoint_);
+    master.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
+  }
+  EXPECT_EQ(master.size(), 1u);
+  auto summary = Summary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 4u);
+  EXPECT_EQ(summary["nodes"].size(), 2u);
+}
+
+TEST_F(MultiNodeTest, RanksOfBothNodesMeetThroughNodeZerosCoordinator) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "register"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "register"}), {kToken});
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  std::ifstream in(RunDir(0) / "rank3" / "stdout.log");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_TRUE(std::regex_match(line, std::regex("registered rank 3 of 4 local 1 arrived [1-4]")))
+      << line;
+}
+
+TEST_F(MultiNodeTest, AFailureOnOneNodeTearsDownTheWholeJob) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "exit-after", "3", "5"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "exit-after", "3", "5"}), {kToken});
+  EXPECT_EQ(n1.Wait(seconds(60)), 1) << n1.err_text();
+  EXPECT_EQ(n0.Wait(seconds(60)), 1) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "node 1 (")) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "rank 3 failed: exit code 5")) << n0.err_text();
+  auto summary = Summary();
+  EXPECT_EQ(summary["exit_code"], 1);
+  EXPECT_TRUE(Has(summary["error"].get<std::string>(), "rank 3"));
+}
+
+TEST_F(MultiNodeTest, ASigkilledNodeAgentIsDetectedAndNamed) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "sleep"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "sleep"}), {kToken});
+  auto ready = [](const std::vector<std::string>& lines) {
+    return std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+             return l.find("ready") != std::string::npos;
+           }) >= 2;
+  };
+  ASSERT_TRUE(n1.WaitFor(ready, seconds(60)));
+  ASSERT_TRUE(n0.WaitFor(ready, seconds(60)));
+  ASSERT_EQ(::kill(n1.pid(), SIGKILL), 0);
+  // Within --heartbeat-timeout (3 s) plus teardown.
+  EXPECT_EQ(n0.Wait(seconds(20)), 1) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "node 1 (")) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "lost")) << n0.err_text();
+  auto summary = Summary();
+  EXPECT_EQ(summary["nodes"][1]["status"], "lost");
+}
+
+TEST_F(MultiNodeTest, WrongTokenCannotJoin) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "env"}, {"--rdzv-timeout", "3"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "env"}, {"--rdzv-timeout", "3"}),
+              {"DLAUNCH_JOB_TOKEN=someone-elses-token-000"});
+  EXPECT_NE(n1.Wait(seconds(30)), 0);
+  EXPECT_TRUE(Has(n1.err_text(), "wrong or missing job token")) << n1.err_text();
+  EXPECT_EQ(n0.Wait(seconds(30)), 1);
+  EXPECT_TRUE(Has(n0.err_text(), "refused RegisterNode")) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "node 1 never joined")) << n0.err_text();
+}
+
+TEST_F(MultiNodeTest, MultiNodeNeedsATokenAndAnEndpoint) {
+  Launched a({DLAUNCH_BIN, "--nnodes", "2", "--rdzv-endpoint", endpoint_, "true"},
+             {"DLAUNCH_JOB_TOKEN="});
+  EXPECT_EQ(a.Wait(seconds(10)), 2);
+  EXPECT_TRUE(Has(a.err_text(), "shared job token")) << a.err_text();
+  Launched b({DLAUNCH_BIN, "--nnodes", "2", "true"}, {kToken});
+  EXPECT_EQ(b.Wait(seconds(10)), 2);
+  EXPECT_TRUE(Has(b.err_text(), "needs --rdzv-endpoint")) << b.err_text();
+}
+
+TEST_F(MultiNodeTest, SlurmEnvironmentAloneIsEnough) {
+  auto slurm = [&](int node) {
+    return std::vector<std::string>{kToken,
+                                    "SLURM_NNODES=2",
+                                    "SLURM_NODEID=" + std::to_string(node),
+                                    "SLURM_JOB_NODELIST=localhost,nohost[1-3]",
+                                    "SLURM_JOB_ID=4242",
+                                    "DLAUNCH_RDZV_PORT=" + port_};
+  };
+  Launched n0({DLAUNCH_BIN, "--log-dir", LogDir(0), "--nproc", "2", TEST_RANK_BIN, "register"},
+              slurm(0));
+  Launched n1({DLAUNCH_BIN, "--log-dir", LogDir(1), "--nproc", "2", TEST_RANK_BIN, "register"},
+              slurm(1));
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  EXPECT_TRUE(fs::exists(fs::path(LogDir(0)) / "slurm-4242" / "rank3" / "stdout.log"));
+}
+
+TEST_F(MultiNodeTest, KubeflowVariablesAreHonoured) {
+  auto pet = [&](int node) {
+    return std::vector<std::string>{kToken, "PET_NNODES=2", "PET_NODE_RANK=" + std::to_string(node),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port_};
+  };
+  Launched n0({DLAUNCH_BIN, "--log-dir", LogDir(0), "--run-id", "job", "--nproc", "1",
+               TEST_RANK_BIN, "register"},
+              pet(0));
+  Launched n1({DLAUNCH_BIN, "--log-dir", LogDir(1), "--nproc", "1", TEST_RANK_BIN, "register"},
+              pet(1));
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  EXPECT_EQ(Summary()["ranks"].size(), 2u);
+}
+
+TEST_F(MultiNodeTest, MpirunStartsOneLauncherPerNode) {
+  if (::access(MPIRUN_BIN, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  Launched m({MPIRUN_BIN, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+              "DLAUNCH_JOB_TOKEN", DLAUNCH_BIN, "--log-dir", LogDir(0), "--run-id", "job",
+              "--nproc", "2", TEST_RANK_BIN, "register"},
+             {kToken, "OMPI_MCA_plm_rsh_agent=false"});
+  ASSERT_EQ(m.Wait(seconds(120)), 0) << m.err_text();
+  auto summary = Summary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 4u);
+}
+
+// Certificates made with the openssl command line for this test only.
+class TlsTest : public MultiNodeTest {
+ protected:
+  bool MakeCa(const std::string& name) {
+    std::string d = dir_.string();
+    std::string cmd = "cd " + d +
+                      " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=" + name +
+                      " -keyout " + name + ".key -out " + name + ".pem >/dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }
+  bool MakeCert(const std::string& ca, const std::string& name) {
+    std::string d = dir_.string();
+    std::string cmd = "cd " + d +
+                      " && openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout " +
+                      name + ".key -out " + name +
+                      ".csr >/dev/null 2>&1 && printf "
+                      "'subjectAltName=DNS:localhost,IP:127.0.0.1' > " +
+                      name + ".ext && openssl x509 -req -in " + name + ".csr -CA " + ca +
+                      ".pem -CAkey " + ca + ".key -CAcreateserial -days 1 -extfile " + name +
+                      ".ext -out " + name + ".pem >/dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }
+  std::vector<std::string> TlsFlags(const std::string& ca, const std::string& cert) {
+    return {"--tls-ca",   (dir_ / (ca + ".pem")).string(),
+            "--tls-cert", (dir_ / (cert + ".pem")).string(),
+            "--tls-key",  (dir_ / (cert + ".key")).string()};
+  }
+};
+
+TEST_F(TlsTest, NodesAndRanksTalkTlsAndAForeignCertificateIsRefused) {
+  if (std::system("command -v openssl >/dev/null") != 0) GTEST_SKIP() << "no openssl";
+  ASSERT_TRUE(MakeCa("ca") && MakeCert("ca", "node0") && MakeCert("ca", "node1"));
+  ASSERT_TRUE(MakeCa("evil") && MakeCert("evil", "intruder"));
+  endpoint_ = "localhost:" + port_;
+  {
+    Launched n0(Node(0, {TEST_RANK_BIN, "register"}, TlsFlags("ca", "node0")), {kToken});
+    Launched n1(Node(1, {TEST_RANK_BIN, "register"}, TlsFlags("ca", "node1")), {kToken});
+    ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+    ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  }
+  port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
+  endpoint_ = "localhost:" + port_;
+  Launched n0(Node(0, {TEST_RANK_BIN, "env"}, TlsFlags("ca", "node0")), {kToken});
+  // The right token but a certificate from another CA: the handshake fails.
+  Launched n1(Node(1, {TEST_RANK_BIN, "env"}, TlsFlags("ca", "intruder")), {kToken});
+  EXPECT_NE(n1.Wait(seconds(60)), 0);
+  EXPECT_EQ(n0.Wait(seconds(60)), 1) << n0.err_text();
+  EXPECT_TRUE(Has(n0.err_text(), "node 1 never joined")) << n0.err_text();
+}
+
+// Two hosts with their own addresses: network namespaces joined by a veth pair.
+TEST_F(MultiNodeTest, NodesInSeparateNetworkNamespaces) {
+  const std::string a = "dlt" + std::to_string(::getpid() % 100000) + "a";
+  const std::string b = "dlt" + std::to_string(::getpid() % 100000) + "b";
+  auto sh = [](const std::string& cmd) {
+    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  };
+  if (!sh("ip netns add " + a)) GTEST_SKIP() << "cannot create network namespaces here";
+  sh("ip netns add " + b);
+  bool ok = sh("ip link add " + a + "v type veth peer name " + b + "v") &&
+            sh("ip link set " + a + "v netns " + a) && sh("ip link set " + b + "v netns " + b) &&
+            sh("ip -n " + a + " addr add 10.231.7.1/24 dev " + a + "v") &&
+            sh("ip -n " + b + " addr add 10.231.7.2/24 dev " + b + "v") &&
+            sh("ip -n " + a + " link set " + a + "v up") &&
+            sh("ip -n " + b + " link set " + b + "v up") && sh("ip -n " + a + " link set lo up") &&
+            sh("ip -n " + b + " link set lo up");
+  if (ok) {
+    endpoint_ = "10.231.7.1:" + port_;
+    auto in = [&](const std::string& ns, std::vector<std::string> argv) {
+      argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns});
+      return argv;
+    };
+    Launched n0(in(a, Node(0, {TEST_RANK_BIN, "register"}, {"--master-addr", "10.231.7.1"})),
+                {kToken});
+    Launched n1(in(b, Node(1, {TEST_RANK_BIN, "register"})), {kToken});
+    EXPECT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+    EXPECT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+    auto env_line = [&](int r) {
+      std::ifstream in(RunDir(0) / ("rank" + std::to_string(r)) / "stdout.log");
+      std::string l;
+      std::getline(in, l);
+      return l;
+    };
+    EXPECT_TRUE(Has(env_line(3), "registered rank 3 of 4")) << env_line(3);
+  }
+  sh("ip netns del " + a);
+  sh("ip netns del " + b);
+  if (!ok) GTEST_SKIP() << "cannot wire a veth pair between namespaces here";
+}
+
+}  // namespace
+}  // namespace dlaunch::testing
