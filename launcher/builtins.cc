@@ -7,18 +7,11 @@
 
 #include "core/error.h"
 #include "core/exit_codes.h"
-
-#ifdef DLAUNCH_HAVE_PREFLIGHT
+#include "launcher/diagnose/diagnose.h"
+#include "launcher/doctor/doctor.h"
 #include "worker/preflight/preflight.h"
-#endif
 #ifdef DLAUNCH_HAVE_TRAIN
 #include "worker/train/train_options.h"
-#endif
-#ifdef DLAUNCH_HAVE_DOCTOR
-#include "launcher/doctor/doctor.h"
-#endif
-#ifdef DLAUNCH_HAVE_DIAGNOSE
-#include "launcher/diagnose/diagnose.h"
 #endif
 
 namespace dlaunch::launcher {
@@ -43,12 +36,8 @@ std::string FindWorker(const std::string& self_exe) {
 std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::string& self_exe) {
   std::vector<std::string> argv = {FindWorker(self_exe)};
   if (o.command == Command::kPreflight) {
-#ifdef DLAUNCH_HAVE_PREFLIGHT
     worker::ValidatePreflightArgs(o.program);
     argv.push_back("preflight");
-#else
-    throw UsageError("this dlaunch was built without the preflight suite");
-#endif
   } else {
 #ifdef DLAUNCH_HAVE_TRAIN
     worker::ValidateTrainArgs(o.program);
@@ -64,14 +53,12 @@ std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::st
 }
 
 void CheckDoctorBeforeStart() {
-#ifdef DLAUNCH_HAVE_DOCTOR
   auto problems = DoctorFatalProblems();
   if (problems.empty()) return;
   std::string message = "doctor found problems that would break this job:";
   for (const auto& p : problems) message += "\n  ✗ " + p;
   message += "\n(run `dlaunch doctor` for the full report; --skip-doctor starts anyway)";
   throw UsageError(message);
-#endif
 }
 
 int BuiltinExitCode(const RankOutcome& failed) {
@@ -82,37 +69,14 @@ int BuiltinExitCode(const RankOutcome& failed) {
   return kExitRankFailed;
 }
 
-std::string DoctorFingerprint() {
-#ifdef DLAUNCH_HAVE_DOCTOR
-  return DoctorFingerprintJson();
-#else
-  return "";
-#endif
-}
+std::string DoctorFingerprint() { return DoctorFingerprintJson(); }
 
 std::vector<std::string> CompareDoctorFingerprints(const std::vector<std::string>& per_node) {
-#ifdef DLAUNCH_HAVE_DOCTOR
   return CompareFingerprints(per_node);
-#else
-  (void)per_node;
-  return {};
-#endif
 }
 
-int RunDoctor(const std::vector<std::string>& args) {
-#ifdef DLAUNCH_HAVE_DOCTOR
-  return RunDoctorCommand(args);
-#else
-  throw UsageError("this dlaunch was built without doctor");
-#endif
-}
+int RunDoctor(const std::vector<std::string>& args) { return RunDoctorCommand(args); }
 
-int RunDiagnose(const std::vector<std::string>& args) {
-#ifdef DLAUNCH_HAVE_DIAGNOSE
-  return RunDiagnoseCommand(args);
-#else
-  throw UsageError("this dlaunch was built without diagnose");
-#endif
-}
+int RunDiagnose(const std::vector<std::string>& args) { return RunDiagnoseCommand(args); }
 
 }  // namespace dlaunch::launcher

@@ -24,6 +24,8 @@
 #include "core/telemetry.h"
 #include "launcher/builtins.h"
 #include "launcher/coordinator.h"
+#include "launcher/diagnose/diagnose.h"
+#include "launcher/live_job.h"
 #include "launcher/mpi_rendezvous.h"
 #include "launcher/node_agent.h"
 #include "launcher/node_env.h"
@@ -436,9 +438,28 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   }
   for (const auto& [k, v] : o.env) common[k] = v;
 
-  // Ticks on the supervisor's loop: agents copy their files to node 0; node 0 watches the
-  // other nodes' heartbeats.
+  // Node 0 watches every rank for stalls: heartbeats of linked ranks, output of the others.
+  std::unique_ptr<LiveJobView> job_view;
+  std::unique_ptr<HangMonitor> monitor;
+  if (handler) {
+    job_view = std::make_unique<LiveJobView>(handler.get(), &supervisor, world, run_dir);
+    HangMonitor::Options ho;
+    ho.hang_timeout = o.hang_timeout;
+    ho.heartbeat_timeout = o.heartbeat_timeout;
+    monitor = std::make_unique<HangMonitor>(*job_view, ho);
+  }
+  bool hang_diagnosed = false;
+
+  // Ticks on the supervisor's loop: the hang monitor; agents copy their files to node 0; node 0
+  // watches the other nodes' heartbeats.
   supervisor.on_tick = [&] {
+    if (monitor) {
+      if (auto d = monitor->Poll(core::UnixMillis())) {
+        hang_diagnosed = true;
+        std::cerr << FormatDiagnosis(*d) << std::flush;
+        supervisor.RequestStop(kExitHang, d->headline);
+      }
+    }
     if (node_agent) node_agent->PushFiles(rank_dirs);
     if (plan.multi && handler) {
       const int64_t now = core::UnixMillis();
@@ -543,6 +564,10 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     }
     summary.exit_code = exit_code;
     WriteSummary(summary_path, summary, result.ranks);
+    if (exit_code != 0 && !hang_diagnosed && !agent && !result.interrupted_by) {
+      // The failure's picture across ranks: each one's last collective, phase and memory.
+      std::cerr << FormatDiagnosis(AnalyzeRunDir(run_dir, world)) << std::flush;
+    }
 
     const bool retryable =
         exit_code != 0 && !result.interrupted_by && (!result.stop_code || o.on_hang == "restart");
@@ -550,6 +575,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     std::cerr << "dlaunch: restarting all ranks (restart " << attempt + 1 << " of "
               << o.max_restarts << ")" << std::endl;
     handler->Reset();
+    if (monitor) monitor->Reset();
+    hang_diagnosed = false;
     std::lock_guard<std::mutex> lock(events_mu);
     rank_errors.clear();
   }

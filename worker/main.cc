@@ -1,23 +1,59 @@
-// dlaunch-worker: the built-in rank program behind `dlaunch train` and `dlaunch preflight`.
+// dlaunch-worker: the built-in rank program behind `dlaunch preflight` and `dlaunch train`.
+#include <signal.h>
+
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/runtime.h"
-
-#ifdef DLAUNCH_HAVE_PREFLIGHT
 #include "worker/preflight/preflight.h"
-#endif
 #ifdef DLAUNCH_HAVE_TRAIN
 #include "worker/train/train.h"
 #endif
 
 namespace {
 
+using dlaunch::core::CommandKind;
 using dlaunch::core::Runtime;
+using CommandHandler = std::function<void(const std::string& command, const std::string& reason)>;
+
+// The suite's handler for the coordinator's commands; also run on SIGTERM, so a rank torn down
+// by the launcher leaves its flight recorder behind for the diagnosis.
+std::mutex g_handler_mu;
+CommandHandler g_handler;
+
+void RunHandler(const std::string& command, const std::string& reason) {
+  CommandHandler h;
+  {
+    std::lock_guard<std::mutex> lock(g_handler_mu);
+    h = g_handler;
+  }
+  if (h) h(command, reason);
+}
+
+// SIGTERM is blocked in every thread (call before any starts) and taken by one watcher thread:
+// it dumps, then lets SIGTERM end the process as it would have.
+void DumpOnSigterm() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (::sigwait(&set, &sig) != 0) {
+    }
+    RunHandler("dump", "terminated");
+    ::signal(SIGTERM, SIG_DFL);
+    ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    ::raise(SIGTERM);
+  }).detach();
+}
 
 template <typename Context>
 Context MakeContext(Runtime& rt) {
@@ -36,16 +72,25 @@ Context MakeContext(Runtime& rt) {
 }
 
 int Run(const std::string& command, const std::vector<std::string>& args) {
-#ifdef DLAUNCH_HAVE_PREFLIGHT
   if (command == "preflight") {
     auto rt = Runtime::FromEnv();
     auto ctx = MakeContext<dlaunch::worker::PreflightContext>(*rt);
+    ctx.local_world_size = rt->local_world_size();
+    ctx.store_prefix = "preflight/" + std::to_string(rt->restart_count()) + "/";
     ctx.report_status = [&rt](const dlaunch::core::RankStatus& s) {
       rt->UpdateStatus([&](dlaunch::core::RankStatus& mine) { mine = s; });
     };
+    ctx.set_command_handler = [&rt](CommandHandler handler) {
+      {
+        std::lock_guard<std::mutex> lock(g_handler_mu);
+        g_handler = handler;
+      }
+      rt->OnCommand([](CommandKind kind, const std::string& reason) {
+        RunHandler(kind == CommandKind::kDump ? "dump" : "abort", reason);
+      });
+    };
     return dlaunch::worker::RunPreflight(ctx, args);
   }
-#endif
 #ifdef DLAUNCH_HAVE_TRAIN
   if (command == "train") {
     auto rt = Runtime::FromEnv();
@@ -58,12 +103,9 @@ int Run(const std::string& command, const std::vector<std::string>& args) {
   }
 #endif
   throw dlaunch::UsageError("unknown or unavailable command '" + command +
-                            "' (this worker knows: "
-#ifdef DLAUNCH_HAVE_PREFLIGHT
-                            "preflight "
-#endif
+                            "' (this worker knows: preflight"
 #ifdef DLAUNCH_HAVE_TRAIN
-                            "train"
+                            ", train"
 #endif
                             ")");
 }
@@ -75,6 +117,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: dlaunch-worker preflight|train [OPTIONS] (normally started by dlaunch)\n";
     return dlaunch::kExitUsage;
   }
+  DumpOnSigterm();
   try {
     return Run(argv[1], {argv + 2, argv + argc});
   } catch (const dlaunch::UsageError& e) {

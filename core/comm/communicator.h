@@ -77,8 +77,8 @@ class Communicator {
   // as the preflight suite stay free of CUDA. Block until the copy is done.
   virtual DeviceType device_type() const { return DeviceType::kCpu; }
   virtual std::shared_ptr<void> Allocate(size_t bytes);
-  virtual void CopyIn(Buffer dst, const void* host);   // dst.bytes() bytes from host memory
-  virtual void CopyOut(void* host, Buffer src);        // src.bytes() bytes into host memory
+  virtual void CopyIn(Buffer dst, const void* host);  // dst.bytes() bytes from host memory
+  virtual void CopyOut(void* host, Buffer src);       // src.bytes() bytes into host memory
   // A buffer of `count` elements in memory from Allocate().
   Buffer MakeBuffer(void* ptr, size_t count, DataType dtype) const {
     return Buffer{ptr, count, dtype, device_type(), 0};

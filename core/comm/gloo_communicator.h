@@ -1,0 +1,94 @@
+// The CPU backend: gloo's TCP transport, one worker thread running the ops of this communicator
+// in call order (ops never overlap, so gloo tags cannot collide), and a Watchdog.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/comm/async_work.h"
+#include "core/comm/comm_options.h"
+#include "core/comm/communicator.h"
+#include "core/comm/flight_recorder.h"
+#include "core/comm/watchdog.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace dlaunch::core {
+
+class GlooCommunicator : public Communicator {
+ public:
+  // Blocks for the full-mesh rendezvous through options.store (at most rendezvous_timeout).
+  explicit GlooCommunicator(const CommOptions& options);
+  // Blocks until the op in progress ends (at most the collective timeout).
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "gloo"; }
+
+  std::shared_ptr<Work> AllReduce(Buffer buf, ReduceOp op) override;
+  std::shared_ptr<Work> Broadcast(Buffer buf, int root) override;
+  std::shared_ptr<Work> AllGather(Buffer in, Buffer out) override;
+  std::shared_ptr<Work> ReduceScatter(Buffer in, Buffer out, ReduceOp op) override;
+  std::shared_ptr<Work> AllToAll(Buffer in, Buffer out) override;
+  std::shared_ptr<Work> Send(Buffer buf, int peer) override;
+  std::shared_ptr<Work> Recv(Buffer buf, int peer) override;
+  std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) override;
+  std::shared_ptr<Work> Barrier() override;
+  void Abort() override;
+  FlightRecorder& flight_recorder() override { return recorder_; }
+
+ private:
+  struct Task {
+    std::vector<int64_t> seqs;
+    std::string op;
+    std::function<void()> run;
+    std::shared_ptr<AsyncWork> work;
+  };
+
+  std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
+                                std::function<void()> run);
+  void Loop();
+  void CheckPeer(int peer, const char* op) const;
+  void CheckHost(const Buffer& buf, const char* op) const;
+  std::string Describe(const std::string& op, int64_t seq) const;
+  uint32_t NextTag();
+
+  // Run on the worker thread; block for at most timeout_ each.
+  void RunAllReduce(Buffer buf, ReduceOp op, uint32_t tag);
+  void RunDirectAllReduce(Buffer buf, void (*fn)(void*, const void*, const void*, size_t),
+                          uint32_t tag);
+  void RunReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
+  void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
+                   uint64_t recv_slot);
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  FlightRecorder recorder_;
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<Watchdog> watchdog_;
+
+  // Per-peer p2p message counters: the n-th send to a peer matches its n-th recv from us.
+  std::map<int, uint32_t> sends_to_;
+  std::map<int, uint32_t> recvs_from_;
+  // gloo tag of the next collective: equal on every rank, unlike seq (which counts p2p too).
+  uint32_t next_tag_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  bool aborted_ = false;
+  std::thread worker_;
+};
+
+}  // namespace dlaunch::core

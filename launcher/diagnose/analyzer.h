@@ -1,0 +1,28 @@
+// Cross-rank analysis of a run: one engine for the live hang monitor and `dlaunch diagnose`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "launcher/diagnose/diagnosis.h"
+#include "launcher/diagnose/run_snapshot.h"
+
+namespace dlaunch::launcher {
+
+struct AnalyzeOptions {
+  // Wall-clock "now" of a live diagnosis; 0 for offline use, where each rank's own latest record
+  // (flight dump, summary end, last event) stands for "now".
+  int64_t now_unix_ms = 0;
+  std::string trigger;          // copied into Diagnosis::trigger
+  bool hang_suspected = false;  // a live monitor saw a stall: report a hang even without timeouts
+};
+
+// Pure computation over the snapshot: does not block, does not throw for any snapshot contents.
+Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options = {});
+
+// For the launcher after a failed attempt: LoadRunDir + Analyze, then diagnosis.txt,
+// diagnosis.json and trace.json into the run directory. Blocks on file I/O only. Never throws: an
+// unreadable directory or a file that cannot be written becomes a line in `problems`.
+Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint = 0);
+
+}  // namespace dlaunch::launcher

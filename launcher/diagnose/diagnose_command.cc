@@ -1,0 +1,74 @@
+#include "launcher/diagnose/diagnose_command.h"
+
+#include <boost/program_options.hpp>
+#include <exception>
+#include <iostream>
+
+#include "core/error.h"
+#include "launcher/diagnose/analyzer.h"
+#include "launcher/diagnose/diagnosis_writer.h"
+#include "launcher/diagnose/run_snapshot.h"
+#include "launcher/diagnose/trace_writer.h"
+
+namespace dlaunch::launcher {
+
+namespace po = boost::program_options;
+
+int RunDiagnoseCommand(const std::vector<std::string>& args) {
+  po::options_description visible("Usage: dlaunch diagnose <run-dir> [--json] [--trace]");
+  visible.add_options()("help,h", "show this help")(
+      "json", "print the diagnosis as JSON (the diagnosis.json format)")(
+      "trace", "also write <run-dir>/trace.json (Chrome trace events; open in Perfetto)")(
+      "world-size", po::value<int>()->default_value(0),
+      "number of ranks, when rank folders may be missing (default: derived)");
+  po::options_description all;
+  all.add(visible).add_options()("run-dir", po::value<std::string>());
+  po::positional_options_description positional;
+  positional.add("run-dir", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "dlaunch diagnose: " << e.what() << "\n" << visible;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << visible;
+    return 0;
+  }
+  if (!vm.count("run-dir")) {
+    std::cerr << "dlaunch diagnose: missing <run-dir> (e.g. dlaunch-logs/<run-id>)\n" << visible;
+    return 2;
+  }
+  const std::string run_dir = vm["run-dir"].as<std::string>();
+  try {
+    RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
+    Diagnosis diagnosis = Analyze(run);
+    if (vm.count("trace")) {
+      const std::string path = run_dir + "/trace.json";
+      try {
+        WriteTrace(run, &diagnosis, path);
+        std::cerr << "dlaunch diagnose: wrote " << path << " (open in https://ui.perfetto.dev)\n";
+      } catch (const Error& e) {
+        std::cerr << "dlaunch diagnose: " << e.what() << "\n";
+      }
+    }
+    if (vm.count("json")) {
+      std::cout << DiagnosisToJson(diagnosis).dump(2) << "\n";
+    } else {
+      std::cout << FormatDiagnosis(diagnosis);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "dlaunch diagnose: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    // A report must come out of any directory; reaching here is a bug worth reporting as such.
+    std::cerr << "dlaunch diagnose: internal error while reading " << run_dir << ": " << e.what()
+              << "\n";
+    return 2;
+  }
+}
+
+}  // namespace dlaunch::launcher

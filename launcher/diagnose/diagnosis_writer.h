@@ -1,0 +1,19 @@
+// Renders a Diagnosis for people (console, diagnosis.txt) and programs (diagnosis.json).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "launcher/diagnose/diagnosis.h"
+
+namespace dlaunch::launcher {
+
+// Multi-line text: headline, per-rank lines, details, problems. Does not block.
+std::string FormatDiagnosis(const Diagnosis& diagnosis);
+nlohmann::json DiagnosisToJson(const Diagnosis& diagnosis);
+
+// Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (tmp file + rename). Blocks
+// on file I/O only; throws Error(kInternal) naming the path when a file cannot be written.
+void WriteDiagnosisFiles(const Diagnosis& diagnosis, const std::string& run_dir);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,220 @@
+#include "launcher/diagnose/hang_monitor.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/telemetry.h"
+#include "launcher/diagnose/analyzer.h"
+#include "launcher/diagnose/diagnosis_writer.h"
+#include "launcher/diagnose/format_util.h"
+#include "launcher/diagnose/run_snapshot.h"
+#include "launcher/diagnose/stack_capture.h"
+#include "launcher/diagnose/trace_writer.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using text::FormatBytes;
+using text::FormatDurationMs;
+using text::FormatRankList;
+using text::FormatUnixMs;
+using text::SignalName;
+
+constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
+
+std::string RankDir(const std::string& run_dir, int rank) {
+  return run_dir + "/rank" + std::to_string(rank);
+}
+
+// Identity of a file version: a rank answering DUMP replaces flight.json (new inode by rename).
+std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0, 0};
+  return {static_cast<int64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_size)};
+}
+
+}  // namespace
+
+HangMonitor::HangMonitor(JobView& job, Options options) : job_(job), options_(std::move(options)) {}
+
+void HangMonitor::Reset() {
+  tracks_.clear();
+  fired_ = false;
+}
+
+std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int64_t now) {
+  std::string reason;
+  auto add = [&](const std::string& why) {
+    if (reason.empty()) reason = why;
+  };
+  const int64_t hang_ms = options_.hang_timeout.count();
+  const int64_t heartbeat_ms = options_.heartbeat_timeout.count();
+  for (const RankLiveState& r : ranks) {
+    Track& t = tracks_[r.rank];
+    if (t.first_seen_unix_ms == 0) {
+      t.first_seen_unix_ms = now;
+      t.progress_unix_ms = now;
+      t.phase_since_unix_ms = now;
+    }
+    if (r.linked) {
+      if (r.status.last_completed_seq != t.last_completed_seq || r.status.step != t.step) {
+        t.last_completed_seq = r.status.last_completed_seq;
+        t.step = r.status.step;
+        t.progress_unix_ms = now;
+      }
+      if (r.status.phase != t.phase) {
+        t.phase = r.status.phase;
+        t.phase_since_unix_ms = now;
+      }
+    }
+    if (r.exited) continue;
+    const std::string who = "rank " + std::to_string(r.rank);
+    if (r.linked) {
+      if (r.last_heartbeat_unix_ms > 0 && now - r.last_heartbeat_unix_ms > heartbeat_ms) {
+        add(who + ": no heartbeat for " + FormatDurationMs(now - r.last_heartbeat_unix_ms));
+      }
+      int64_t progress = std::max(t.progress_unix_ms, r.last_progress_unix_ms);
+      if (now - progress > hang_ms) {
+        add(who + ": no progress for " + FormatDurationMs(now - progress) +
+            " (last completed collective #" + std::to_string(r.status.last_completed_seq) +
+            ", step " + std::to_string(r.status.step) + ")");
+      }
+    } else {
+      int64_t last = std::max(t.first_seen_unix_ms, r.last_output_unix_ms);
+      if (now - last > hang_ms) {
+        add(who + ": no output and no exit for " + FormatDurationMs(now - last) +
+            " (program not linked with libdlaunch)");
+      }
+    }
+  }
+  return reason;
+}
+
+std::optional<Diagnosis> HangMonitor::Poll(int64_t now_unix_ms) {
+  if (fired_) return std::nullopt;
+  std::string reason = FindStall(job_.Ranks(), now_unix_ms);
+  if (reason.empty()) return std::nullopt;
+  return DiagnoseNow(now_unix_ms, reason);
+}
+
+Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigger) {
+  fired_ = true;
+  const std::string run_dir = job_.run_dir();
+  std::vector<RankLiveState> ranks = job_.Ranks();
+
+  // Ask for dumps and wait for every linked, living rank to replace its flight.json.
+  std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;
+  for (const RankLiveState& r : ranks) {
+    before[r.rank] = FileStamp(RankDir(run_dir, r.rank) + "/flight.json");
+  }
+  job_.RequestDump(trigger);
+  std::map<int, bool> answered;
+  // A rank whose heartbeat already stopped, or that is stopped, cannot answer: do not wait for it.
+  std::map<int, bool> hopeless;
+  for (const RankLiveState& r : ranks) {
+    const std::string state = r.exited ? "" : ProcessState(r.pid);
+    hopeless[r.rank] = (!state.empty() && (state[0] == 'T' || state[0] == 'Z')) ||
+                       (r.last_heartbeat_unix_ms > 0 && now_unix_ms - r.last_heartbeat_unix_ms >
+                                                            options_.heartbeat_timeout.count());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.dump_wait;
+  while (true) {
+    bool all = true;
+    for (const RankLiveState& r : ranks) {
+      if (!r.linked || r.exited || answered[r.rank]) continue;
+      if (hopeless[r.rank]) {
+        // Still take a late answer, but do not hold the loop open for it.
+        answered[r.rank] = FileStamp(RankDir(run_dir, r.rank) + "/flight.json") != before[r.rank];
+        continue;
+      }
+      if (FileStamp(RankDir(run_dir, r.rank) + "/flight.json") != before[r.rank]) {
+        answered[r.rank] = true;
+      } else {
+        all = false;
+      }
+    }
+    if (all || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(kDumpPollInterval);
+  }
+
+  // Stacks of the silent ones, in parallel so the call stays bounded by one stack_timeout.
+  std::map<int, std::future<StackCapture>> captures;
+  for (const RankLiveState& r : ranks) {
+    if (r.exited || r.pid <= 0 || (r.linked && answered[r.rank])) continue;
+    captures[r.rank] = std::async(std::launch::async, [this, pid = r.pid] {
+      return CaptureStacks(pid, options_.stack_timeout, options_.gdb_path);
+    });
+  }
+  std::map<int, std::string> process_state;
+  std::vector<std::string> write_problems;
+  for (auto& [rank, future] : captures) {
+    StackCapture capture = future.get();
+    process_state[rank] = capture.process_state;
+    const std::string dir = RankDir(run_dir, rank);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    try {
+      core::WriteFileAtomically(dir + "/stacks.txt", capture.text);
+    } catch (const Error& e) {
+      write_problems.push_back(e.what());
+    }
+  }
+
+  RunSnapshot run;
+  try {
+    run = LoadRunDir(run_dir, static_cast<int>(ranks.size()));
+  } catch (const Error& e) {
+    run.run_dir = run_dir;
+    run.problems.push_back(e.what());
+    run.world_size = static_cast<int>(ranks.size());
+    run.ranks.resize(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) run.ranks[i].rank = static_cast<int>(i);
+  }
+  for (const RankLiveState& r : ranks) {
+    if (r.rank < 0 || r.rank >= static_cast<int>(run.ranks.size())) continue;
+    RankRecord& rec = run.ranks[r.rank];
+    rec.live = r;
+    rec.answered_dump = answered[r.rank];
+    auto track = tracks_.find(r.rank);
+    if (track != tracks_.end()) rec.live_phase_since_unix_ms = track->second.phase_since_unix_ms;
+    auto state = process_state.find(r.rank);
+    rec.process_state =
+        state != process_state.end() ? state->second : (r.exited ? "" : ProcessState(r.pid));
+    if (!r.linked && r.last_output_unix_ms == 0 && track != tracks_.end()) {
+      rec.live->last_output_unix_ms = track->second.first_seen_unix_ms;
+    }
+  }
+  for (std::string& p : write_problems) run.problems.push_back(std::move(p));
+  // While the job runs the launcher has not written summary.json yet: that is not a gap.
+  run.problems.erase(
+      std::remove_if(run.problems.begin(), run.problems.end(),
+                     [](const std::string& p) { return p.rfind("summary.json missing", 0) == 0; }),
+      run.problems.end());
+
+  AnalyzeOptions options;
+  options.now_unix_ms = now_unix_ms;
+  options.trigger = trigger;
+  options.hang_suspected = true;
+  Diagnosis diagnosis = Analyze(run, options);
+  if (options_.write_files) {
+    try {
+      WriteDiagnosisFiles(diagnosis, run_dir);
+      WriteTrace(run, &diagnosis, run_dir + "/trace.json");
+    } catch (const Error& e) {
+      diagnosis.problems.push_back(e.what());
+    }
+  }
+  return diagnosis;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,67 @@
+// Live stall detection for the launcher's supervisor: notices when a job stops making progress,
+// collects flight recorders and stacks, and returns the cross-rank diagnosis.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "launcher/diagnose/diagnosis.h"
+#include "launcher/diagnose/job_view.h"
+
+namespace dlaunch::launcher {
+
+class HangMonitor {
+ public:
+  struct Options {
+    // No progress (last completed seq and step unchanged) on a linked rank, or no output from an
+    // unlinked one, for this long is a hang.
+    std::chrono::milliseconds hang_timeout{std::chrono::seconds(300)};
+    // A linked rank whose heartbeats stop for this long is stalled (stopped, swapping, dead host).
+    std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
+    // How long to wait for fresh flight.json files after asking for dumps.
+    std::chrono::milliseconds dump_wait{std::chrono::seconds(2)};
+    // Bound on one gdb run; ranks are captured in parallel.
+    std::chrono::milliseconds stack_timeout{std::chrono::seconds(10)};
+    std::string gdb_path = "gdb";
+    // Write diagnosis.txt, diagnosis.json and trace.json into the run directory.
+    bool write_files = true;
+  };
+
+  HangMonitor(JobView& job, Options options);
+
+  // Call every ~250 ms with the wall clock. Cheap and non-blocking while the job progresses
+  // (one Ranks() snapshot). On a stall it requests dumps, waits up to dump_wait for them,
+  // captures stacks of silent ranks (up to stack_timeout), analyses, writes the files and returns
+  // the diagnosis: that one call blocks for at most dump_wait + stack_timeout + file I/O.
+  // After a diagnosis it returns nullopt until Reset().
+  std::optional<Diagnosis> Poll(int64_t now_unix_ms);
+
+  // Forget all history, e.g. after the launcher restarted the ranks. Does not block.
+  void Reset();
+
+  // Runs the stall diagnosis now, whatever the clocks say (e.g. on SIGUSR1). Blocks like Poll.
+  Diagnosis DiagnoseNow(int64_t now_unix_ms, const std::string& trigger);
+
+ private:
+  struct Track {
+    int64_t last_completed_seq = -2;
+    int64_t step = -2;
+    core::Phase phase = core::Phase::kUnknown;
+    int64_t progress_unix_ms = 0;
+    int64_t phase_since_unix_ms = 0;
+    int64_t first_seen_unix_ms = 0;
+  };
+
+  // Returns the reason for a stall, "" when none.
+  std::string FindStall(const std::vector<RankLiveState>& ranks, int64_t now_unix_ms);
+
+  JobView& job_;
+  Options options_;
+  std::map<int, Track> tracks_;
+  bool fired_ = false;
+};
+
+}  // namespace dlaunch::launcher

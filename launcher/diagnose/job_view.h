@@ -1,0 +1,36 @@
+// The launcher as the hang monitor sees it: a snapshot of each rank's liveness, and a way to ask
+// the ranks for their flight recorders. Implemented by the launcher's supervisor; faked in tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/runtime.h"
+
+namespace dlaunch::launcher {
+
+struct RankLiveState {
+  int rank = 0;
+  int pid = 0;          // 0 for a rank on another node: no process state or stacks for it then
+  bool linked = false;  // has a heartbeat stream (the program uses libdlaunch)
+  core::RankStatus status;
+  int64_t last_heartbeat_unix_ms = 0;
+  // When status.last_completed_seq or status.step last changed; 0 = unknown (the monitor then
+  // tracks changes itself).
+  int64_t last_progress_unix_ms = 0;
+  int64_t last_output_unix_ms = 0;  // last stdout/stderr line; 0 = none yet
+  bool exited = false;
+};
+
+class JobView {
+ public:
+  virtual ~JobView() = default;
+  // A consistent copy of every rank's state, index == rank. Must not block for long (a mutex).
+  virtual std::vector<RankLiveState> Ranks() = 0;
+  // Sends DUMP to every linked rank; ranks then rewrite rank<R>/flight.json. Does not block.
+  virtual void RequestDump(const std::string& reason) = 0;
+  virtual std::string run_dir() const = 0;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,136 @@
+#include "launcher/diagnose/stack_capture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace dlaunch::launcher {
+namespace {
+
+constexpr int kExecFailed = 127;
+constexpr size_t kMaxOutput = 4 * 1024 * 1024;
+
+std::string StateWord(char c) {
+  switch (c) {
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'D':
+      return "D (disk sleep)";
+    case 'T':
+      return "T (stopped)";
+    case 't':
+      return "t (tracing stop)";
+    case 'Z':
+      return "Z (zombie)";
+    case 'X':
+      return "X (dead)";
+    default:
+      return std::string(1, c);
+  }
+}
+
+}  // namespace
+
+std::string ProcessState(int pid) {
+  if (pid <= 0) return "";
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return "";
+  // The command name may hold spaces and parentheses: the state follows the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return "";
+  return StateWord(stat[close + 2]);
+}
+
+StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
+                           const std::string& gdb_path) {
+  StackCapture result;
+  result.process_state = ProcessState(pid);
+  std::ostringstream text;
+  text << "# native stacks of pid " << pid << " (process state "
+       << (result.process_state.empty() ? "gone" : result.process_state) << ") via " << gdb_path
+       << " -p " << pid << " -batch -ex \"thread apply all bt\"\n";
+  if (result.process_state.empty()) {
+    text << "process " << pid << " no longer exists: no stacks\n";
+    result.text = text.str();
+    return result;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    text << "cannot capture stacks: pipe: " << std::strerror(errno) << "\n";
+    result.text = text.str();
+    return result;
+  }
+  const std::string pid_arg = std::to_string(pid);
+  pid_t child = ::fork();
+  if (child < 0) {
+    text << "cannot capture stacks: fork: " << std::strerror(errno) << "\n";
+    ::close(fds[0]);
+    ::close(fds[1]);
+    result.text = text.str();
+    return result;
+  }
+  if (child == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::setpgid(0, 0);
+    ::execlp(gdb_path.c_str(), gdb_path.c_str(), "-nx", "-p", pid_arg.c_str(), "-batch", "-ex",
+             "set pagination off", "-ex", "thread apply all bt", static_cast<char*>(nullptr));
+    ::_exit(kExecFailed);
+  }
+  ::close(fds[1]);
+  std::string output;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  char buf[65536];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    ssize_t got = ::read(fds[0], buf, sizeof(buf));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // gdb closed its output: it is done
+    if (output.size() < kMaxOutput) output.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(-child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExecFailed && output.empty()) {
+    text << "gdb not found (" << gdb_path
+         << "): install gdb to capture native stacks of hung ranks\n";
+    result.text = text.str();
+    return result;
+  }
+  text << output;
+  if (timed_out) {
+    text << "\n# gdb did not finish within " << timeout.count() << " ms and was killed\n";
+  }
+  if (output.find("ptrace: Operation not permitted") != std::string::npos) {
+    text << "\n# ptrace is not permitted: run as the same user with kernel.yama.ptrace_scope=0, "
+            "or give the launcher CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE)\n";
+  }
+  result.ok = output.find("\n#0 ") != std::string::npos || output.rfind("#0 ", 0) == 0;
+  result.text = text.str();
+  return result;
+}
+
+}  // namespace dlaunch::launcher

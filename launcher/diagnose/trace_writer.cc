@@ -1,0 +1,146 @@
+#include "launcher/diagnose/trace_writer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/telemetry.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kPhaseTid = 1;
+constexpr int kCollectiveTid = 2;
+
+// The latest moment this rank is known to have existed, in microseconds: where open slices end.
+int64_t RankEndUs(const RankRecord& rec, int64_t diagnosis_ms) {
+  int64_t end_ms = std::max(rec.flight.dumped_unix_ms, diagnosis_ms);
+  if (rec.summary) end_ms = std::max(end_ms, rec.summary->end_unix_ms);
+  if (!rec.telemetry.empty()) end_ms = std::max(end_ms, rec.telemetry.back().unix_ms);
+  for (const RankEvent& e : rec.events) end_ms = std::max(end_ms, e.unix_ms);
+  int64_t end_us = end_ms * 1000;
+  for (const FlightEntry& e : rec.flight.entries) {
+    end_us = std::max({end_us, e.completed_unix_ns / 1000, e.started_unix_ns / 1000});
+  }
+  return end_us;
+}
+
+}  // namespace
+
+json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
+  json events = json::array();
+  std::set<int> culprits;
+  if (diagnosis) culprits.insert(diagnosis->culprit_ranks.begin(), diagnosis->culprit_ranks.end());
+  const int64_t diagnosis_ms = diagnosis ? diagnosis->created_unix_ms : 0;
+  int64_t global_end_us = 0;
+
+  for (const RankRecord& rec : run.ranks) {
+    const int pid = rec.rank;
+    std::string name = "rank " + std::to_string(rec.rank);
+    if (culprits.count(rec.rank)) name += " (culprit)";
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", name}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_sort_index"},
+                      {"pid", pid},
+                      {"args", {{"sort_index", pid}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", kPhaseTid},
+                      {"args", {{"name", "phases"}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", kCollectiveTid},
+                      {"args", {{"name", "collectives"}}}});
+    const int64_t end_us = RankEndUs(rec, diagnosis_ms);
+    global_end_us = std::max(global_end_us, end_us);
+
+    for (const FlightEntry& e : rec.flight.entries) {
+      int64_t begin_ns = e.started_unix_ns > 0 ? e.started_unix_ns : e.scheduled_unix_ns;
+      if (begin_ns <= 0) continue;
+      int64_t ts = begin_ns / 1000;
+      int64_t dur = e.completed_unix_ns > 0 ? (e.completed_unix_ns - begin_ns) / 1000
+                                            : (e.duration_us > 0 ? e.duration_us : end_us - ts);
+      json args = {{"seq", e.seq},     {"op", e.op},       {"dtype", e.dtype},
+                   {"count", e.count}, {"bytes", e.bytes}, {"state", e.state}};
+      if (e.peer >= 0) args["peer"] = e.peer;
+      if (e.root >= 0) args["root"] = e.root;
+      if (!e.error.empty()) args["error"] = e.error;
+      std::string slice = e.op + " #" + std::to_string(e.seq);
+      if (e.state != "completed") slice += " (" + e.state + ")";
+      events.push_back({{"ph", "X"},
+                        {"name", slice},
+                        {"cat", "collective"},
+                        {"pid", pid},
+                        {"tid", kCollectiveTid},
+                        {"ts", ts},
+                        {"dur", std::max<int64_t>(dur, 1)},
+                        {"args", args}});
+    }
+
+    // One slice per run of telemetry samples with the same phase.
+    const auto& t = rec.telemetry;
+    for (size_t i = 0; i < t.size();) {
+      size_t j = i;
+      while (j + 1 < t.size() && t[j + 1].phase == t[i].phase) ++j;
+      int64_t ts = t[i].unix_ms * 1000;
+      int64_t stop = j + 1 < t.size() ? t[j + 1].unix_ms * 1000 : std::max(end_us, ts + 1);
+      if (!t[i].phase.empty()) {
+        events.push_back({{"ph", "X"},
+                          {"name", t[i].phase},
+                          {"cat", "phase"},
+                          {"pid", pid},
+                          {"tid", kPhaseTid},
+                          {"ts", ts},
+                          {"dur", std::max<int64_t>(stop - ts, 1)},
+                          {"args", {{"step", t[i].step}}}});
+      }
+      i = j + 1;
+    }
+    for (const RankEvent& e : rec.events) {
+      if (e.kind != "timeout" && e.kind != "error" && e.kind != "oom" && e.kind != "dumped") {
+        continue;
+      }
+      events.push_back({{"ph", "i"},
+                        {"name", e.kind},
+                        {"cat", "event"},
+                        {"s", "p"},
+                        {"pid", pid},
+                        {"tid", kPhaseTid},
+                        {"ts", e.unix_ms * 1000},
+                        {"args", e.body}});
+    }
+    if (rec.summary && rec.summary->end_unix_ms > 0 && rec.summary->status != "running") {
+      events.push_back(
+          {{"ph", "i"},
+           {"name", "exit " + std::to_string(rec.summary->exit_code)},
+           {"cat", "event"},
+           {"s", "p"},
+           {"pid", pid},
+           {"tid", kPhaseTid},
+           {"ts", rec.summary->end_unix_ms * 1000},
+           {"args", {{"status", rec.summary->status}, {"signal", rec.summary->signal}}}});
+    }
+  }
+  if (diagnosis && diagnosis->kind != DiagnosisKind::kOk) {
+    int64_t ts = diagnosis_ms > 0 ? diagnosis_ms * 1000 : global_end_us;
+    events.push_back({{"ph", "i"},
+                      {"name", diagnosis->headline},
+                      {"cat", "diagnosis"},
+                      {"s", "g"},
+                      {"pid", 0},
+                      {"tid", kPhaseTid},
+                      {"ts", ts},
+                      {"args", {{"kind", DiagnosisKindName(diagnosis->kind)}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void WriteTrace(const RunSnapshot& run, const Diagnosis* diagnosis, const std::string& path) {
+  core::WriteFileAtomically(path, BuildTrace(run, diagnosis).dump() + "\n");
+}
+
+}  // namespace dlaunch::launcher

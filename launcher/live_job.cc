@@ -1,0 +1,65 @@
+#include "launcher/live_job.h"
+
+#include "core/telemetry.h"
+
+namespace dlaunch::launcher {
+
+core::RankStatus FromProto(const v1::RankStatus& s) {
+  core::RankStatus r;
+  r.step = s.step();
+  r.phase = static_cast<core::Phase>(s.phase());
+  r.last_started_seq = s.last_started_seq();
+  r.last_completed_seq = s.last_completed_seq();
+  r.current_op = s.current_op();
+  r.rss_bytes = s.rss_bytes();
+  r.peak_rss_bytes = s.peak_rss_bytes();
+  r.device_allocated_bytes = s.device_allocated_bytes();
+  r.device_reserved_bytes = s.device_reserved_bytes();
+  r.device_peak_bytes = s.device_peak_bytes();
+  r.loss = s.loss();
+  r.samples_per_sec = s.samples_per_sec();
+  return r;
+}
+
+LiveJobView::LiveJobView(CoordinatorHandler* coordinator, Supervisor* supervisor, int world_size,
+                         std::string run_dir)
+    : coordinator_(coordinator),
+      supervisor_(supervisor),
+      world_size_(world_size),
+      run_dir_(std::move(run_dir)) {}
+
+std::vector<RankLiveState> LiveJobView::Ranks() {
+  std::vector<RankLiveState> ranks(world_size_);
+  // Another node's rank is seen through its heartbeats only; without them (a program that does
+  // not use libdlaunch) its output is not seen here, so it must not look silent.
+  const int64_t now = core::UnixMillis();
+  for (int r = 0; r < world_size_; ++r) {
+    ranks[r].rank = r;
+    ranks[r].last_output_unix_ms = now;
+  }
+  for (const auto& live : supervisor_->Live()) {
+    if (live.rank < 0 || live.rank >= world_size_ || live.pid <= 0) continue;
+    RankLiveState& s = ranks[live.rank];
+    s.pid = live.pid;
+    s.last_output_unix_ms = live.last_output_unix_ms;
+    s.exited = live.exited;
+  }
+  for (const auto& view : coordinator_->Snapshot()) {
+    if (view.rank < 0 || view.rank >= world_size_ || !view.status) continue;
+    RankLiveState& s = ranks[view.rank];
+    s.linked = true;
+    s.status = FromProto(*view.status);
+    s.last_heartbeat_unix_ms = view.last_heartbeat_unix_ms;
+    s.last_progress_unix_ms = view.last_progress_unix_ms;
+  }
+  return ranks;
+}
+
+void LiveJobView::RequestDump(const std::string& reason) {
+  v1::Command dump;
+  dump.set_kind(v1::Command::DUMP);
+  dump.set_reason(reason);
+  coordinator_->Broadcast(dump);
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,34 @@
+// The running job as the hang monitor sees it: the supervisor's processes merged with the
+// coordinator's heartbeats.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/coordinator.h"
+#include "launcher/diagnose/job_view.h"
+#include "launcher/supervisor.h"
+
+namespace dlaunch::launcher {
+
+class LiveJobView : public JobView {
+ public:
+  // `world_size` ranks; those not supervised here (other nodes') are known by heartbeats only.
+  LiveJobView(CoordinatorHandler* coordinator, Supervisor* supervisor, int world_size,
+              std::string run_dir);
+
+  std::vector<RankLiveState> Ranks() override;
+  void RequestDump(const std::string& reason) override;
+  std::string run_dir() const override { return run_dir_; }
+
+ private:
+  CoordinatorHandler* coordinator_;
+  Supervisor* supervisor_;
+  int world_size_;
+  std::string run_dir_;
+};
+
+// v1::RankStatus (the wire) -> core::RankStatus (what libdlaunch and the analysis use).
+core::RankStatus FromProto(const v1::RankStatus& s);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,95 @@
+// `dlaunch --nproc 2 preflight` end to end: real launcher, real rank processes, real coordinator.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int RunCommand(const std::string& command) {
+  int status = std::system(command.c_str());
+  if (status == -1 || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+fs::path FreshDir(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The binaries of this build; DLAUNCH_TEST_BIN / DLAUNCH_TEST_WORKER point elsewhere.
+std::string Binary(const char* env, const char* built) {
+  const char* v = std::getenv(env);
+  return v && *v ? v : built;
+}
+const std::string kDlaunch = Binary("DLAUNCH_TEST_BIN", DLAUNCH_BIN);
+const std::string kWorker = Binary("DLAUNCH_TEST_WORKER", DLAUNCH_WORKER_BIN);
+
+std::string Launcher(const fs::path& logs, const std::string& run_id) {
+  return "timeout 120 env DLAUNCH_WORKER=" + kWorker + " " + kDlaunch +
+         " --nproc 2 --skip-doctor --quiet --log-dir " + logs.string() + " --run-id " + run_id;
+}
+
+class PreflightProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kDlaunch) || !fs::exists(kWorker)) {
+      GTEST_SKIP() << "dlaunch or dlaunch-worker not built: " << kDlaunch << ", " << kWorker;
+    }
+  }
+};
+
+// The worker started as a plain program under the launcher: real rank processes, the real
+// coordinator's store, the run directory.
+TEST_F(PreflightProcessTest, TwoRanksPassAndWriteTheRunDirectory) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e");
+  int rc = RunCommand(Launcher(logs, "pf") + " -- " + kWorker +
+                      " preflight --backend gloo -b 8 -e 64K -f 64 -w 1 -n 2 --collective-timeout 2"
+                      " --p2p-bytes 64K --p2p-iters 3 --slow-link-factor 0.001 > " +
+                      (logs / "out.txt").string() + " 2>&1");
+  std::ifstream out_text(logs / "out.txt");
+  std::string out((std::istreambuf_iterator<char>(out_text)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(0, rc) << out;
+  fs::path run = logs / "pf";
+  std::ifstream in(run / "preflight.json");
+  ASSERT_TRUE(in.good()) << out;
+  auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
+  EXPECT_EQ(2, doc["world_size"]);
+  EXPECT_EQ(6u, doc["bandwidth"].size());
+  EXPECT_TRUE(doc["hang_test"]["passed"].get<bool>()) << doc["hang_test"].dump();
+  EXPECT_EQ(nlohmann::json::array({1}), doc["hang_test"]["ranks"][0]["missing_ranks"]);
+  for (int r = 0; r < 2; ++r) {
+    fs::path rank_dir = run / ("rank" + std::to_string(r));
+    std::ifstream f(rank_dir / "flight.json");
+    ASSERT_TRUE(f.good()) << "rank " << r;
+    EXPECT_EQ("exit", nlohmann::json::parse(f)["reason"]);
+    std::ifstream ev(rank_dir / "events.jsonl");
+    std::string events((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
+    EXPECT_NE(std::string::npos, events.find("\"kind\":\"preflight_hang_test\"")) << events;
+    EXPECT_EQ(std::string::npos, events.find("\"kind\":\"timeout\"")) << events;
+  }
+}
+
+// The built-in command: the launcher validates the flags before it spawns anything.
+TEST_F(PreflightProcessTest, MalformedFlagExitsTwoBeforeAnyRankStarts) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e_bad");
+  fs::path out = logs / "out.txt";
+  EXPECT_EQ(2, RunCommand(Launcher(logs, "bad") + " preflight --stepfactor 1 > " + out.string() +
+                          " 2>&1"));
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(std::string::npos, text.find("--stepfactor (-f) must be at least 2")) << text;
+  EXPECT_FALSE(fs::exists(logs / "bad" / "rank0" / "flight.json"));
+}
+
+}  // namespace

@@ -1,0 +1,239 @@
+// RunTrain end to end, ranks as threads over one in-memory store and real Gloo: the whole trainer
+// (sampler, DDP, checkpoints, telemetry) against a single-rank run, resumes, OOM and bad flags.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/store.h"
+#include "tests/train/train_test_util.h"
+#include "worker/train/checkpoint.h"
+#include "worker/train/models.h"
+#include "worker/train/train.h"
+
+namespace dlaunch::worker {
+namespace {
+
+using testing::TempDir;
+
+const std::vector<std::string> kBase = {
+    "--model",   "mlp", "--features", "16",   "--hidden", "32",        "--classes", "4",
+    "--samples", "512", "--lr",       "0.05", "--quiet",  "--timeout", "60"};
+
+std::vector<std::string> Args(std::vector<std::string> extra) {
+  std::vector<std::string> a = kBase;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// Runs `world` ranks of RunTrain with `args`; returns their exit codes.
+std::vector<int> RunWorld(int world, const std::vector<std::string>& args,
+                          const std::string& run_dir, int restart_count = 0) {
+  auto store = core::MakeMemoryStore();
+  std::vector<int> codes(world, -1);
+  testing::RunRanks(world, [&](int rank) {
+    TrainContext ctx;
+    ctx.rank = rank;
+    ctx.world_size = world;
+    ctx.local_rank = rank;
+    ctx.restart_count = restart_count;
+    ctx.store = store;
+    ctx.run_dir = run_dir;
+    ctx.rank_dir = run_dir + "/rank" + std::to_string(rank);
+    std::filesystem::create_directories(ctx.rank_dir);
+    codes[rank] = RunTrain(ctx, args);
+  });
+  return codes;
+}
+
+// Final parameters from the checkpoint a run left in `dir`.
+std::vector<torch::Tensor> CheckpointParams(const std::string& dir, int64_t global_batch) {
+  auto model = MakeModel("mlp", {16, 4, 32});
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  CheckpointMeta expect;
+  expect.model = "mlp";
+  expect.global_batch = global_batch;
+  auto meta = LoadCheckpoint(dir, expect, *model, opt);
+  EXPECT_TRUE(meta.has_value()) << dir;
+  std::vector<torch::Tensor> out;
+  for (auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double MaxDiff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return d;
+}
+
+std::vector<nlohmann::json> ReadEvents(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+class TrainRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+
+TEST_F(TrainRunTest, FourRanksMatchOneRankWithFourTimesTheBatch) {
+  TempDir one, four;
+  auto c1 = RunWorld(
+      1, Args({"--steps", "12", "--batch-size", "32", "--checkpoint-dir", one.path() + "/ckpt"}),
+      one.path());
+  auto c4 = RunWorld(4,
+                     Args({"--steps", "12", "--batch-size", "8", "--checkpoint-dir",
+                           four.path() + "/ckpt", "--bucket-mb", "0.001"}),
+                     four.path());
+  EXPECT_EQ(c1, std::vector<int>{0});
+  EXPECT_EQ(c4, (std::vector<int>{0, 0, 0, 0}));
+  auto p1 = CheckpointParams(one.path() + "/ckpt", 32);
+  auto p4 = CheckpointParams(four.path() + "/ckpt", 32);
+  EXPECT_LE(MaxDiff(p1, p4), 1e-5);
+}
+
+TEST_F(TrainRunTest, CheckpointThenResumeEndsWhereUninterruptedRunEnds) {
+  TempDir straight, split;
+  // 512 samples / 2 ranks / batch 16 = 16 steps per epoch: 40 steps cross two epoch boundaries.
+  auto common = Args({"--batch-size", "16", "--grad-accum", "1", "--no-preflight"});
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  EXPECT_EQ(RunWorld(2, with({"--steps", "40", "--checkpoint-dir", straight.path() + "/c"}),
+                     straight.path()),
+            (std::vector<int>{0, 0}));
+  // Interrupted: an injected failure at step 23 after a checkpoint at step 20.
+  EXPECT_EQ(RunWorld(2,
+                     with({"--steps", "40", "--checkpoint-dir", split.path() + "/c",
+                           "--checkpoint-every", "10", "--fail-at-step", "23"}),
+                     split.path()),
+            (std::vector<int>{1, 1}));
+  auto error = nlohmann::json::parse(std::ifstream(split.path() + "/rank0/error.json"));
+  EXPECT_EQ(error["kind"], "error");
+  EXPECT_EQ(error["step"], 23);
+  // The restart (restart count 1) resumes by itself from the step-20 checkpoint.
+  EXPECT_EQ(RunWorld(2,
+                     with({"--steps", "40", "--checkpoint-dir", split.path() + "/c",
+                           "--checkpoint-every", "10", "--fail-at-step", "23"}),
+                     split.path(), /*restart_count=*/1),
+            (std::vector<int>{0, 0}));
+  bool resumed = false;
+  for (auto& e : ReadEvents(split.path() + "/rank0/events.jsonl")) {
+    if (e["kind"] == "resumed") {
+      resumed = true;
+      EXPECT_EQ(e["step"], 20);
+    }
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_LE(MaxDiff(CheckpointParams(straight.path() + "/c", 32),
+                    CheckpointParams(split.path() + "/c", 32)),
+            1e-6);
+  // --resume explicitly: a finished checkpoint at step 40 means nothing left to do.
+  EXPECT_EQ(
+      RunWorld(2, with({"--steps", "40", "--checkpoint-dir", split.path() + "/c", "--resume"}),
+               split.path()),
+      (std::vector<int>{0, 0}));
+}
+
+TEST_F(TrainRunTest, WritesTelemetryEvents) {
+  TempDir dir;
+  auto codes = RunWorld(
+      2, Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001"}), dir.path());
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+  for (int r = 0; r < 2; ++r) {
+    auto events = ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl");
+    int telemetry = 0;
+    bool preflight = false, done = false;
+    for (auto& e : events) {
+      EXPECT_EQ(e["rank"], r);
+      EXPECT_TRUE(e.contains("unix_ms"));
+      if (e["kind"] == "preflight") preflight = e["ok"].get<bool>();
+      if (e["kind"] != "telemetry") continue;
+      ++telemetry;
+      EXPECT_GT(e["rss_bytes"].get<int64_t>(), 0);
+      EXPECT_GE(e["peak_rss_bytes"].get<int64_t>(), e["rss_bytes"].get<int64_t>());
+      EXPECT_GE(e["compute_ms"].get<double>(), 0);
+      EXPECT_GE(e["comm_wait_ms"].get<double>(), 0);
+      if (e["phase"] == "done") {
+        // The closing event adds whole-run figures; its window may hold no step.
+        done = true;
+        EXPECT_GT(e["step_ms_median"].get<double>(), 0);
+        EXPECT_GT(e["run_samples_per_sec"].get<double>(), 0);
+      } else {
+        EXPECT_GT(e["bytes_communicated"].get<int64_t>(), 0);
+        EXPECT_GT(e["samples_per_sec"].get<double>(), 0);
+      }
+    }
+    EXPECT_GE(telemetry, 2) << "rank " << r;
+    EXPECT_TRUE(preflight) << "rank " << r;
+    EXPECT_TRUE(done) << "rank " << r;
+  }
+}
+
+TEST_F(TrainRunTest, BadArgumentsExitTwo) {
+  TempDir dir;
+  EXPECT_EQ(RunWorld(1, {"--model", "transformer"}, dir.path()), std::vector<int>{2});
+  // Valid flags but a batch that no rank can fill: a usage error too, before any collective.
+  EXPECT_EQ(RunWorld(2, Args({"--batch-size", "1000", "--no-preflight"}), dir.path()),
+            (std::vector<int>{2, 2}));
+}
+
+TEST_F(TrainRunTest, OutOfMemoryIsReportedWithSnapshotAndAdvice) {
+  TempDir dir;
+  const std::string rank_dir = dir.path() + "/rank0";
+  std::filesystem::create_directories(rank_dir);
+  const std::string stderr_path = dir.path() + "/stderr.log";
+  // cnn on 128x128 images, batch 256: the first conv output alone is 256*16*128*128*4 = 256 MiB.
+  std::vector<std::string> argv = {
+      TRAIN_OOM_CHILD, rank_dir,       "160", "--model", "cnn", "--image-size", "128", "--samples",
+      "256",           "--batch-size", "256", "--steps", "2",   "--quiet"};
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::stringstream err;
+  err << std::ifstream(stderr_path).rdbuf();
+  ASSERT_TRUE(WIFEXITED(status)) << err.str();
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err.str();
+  EXPECT_NE(err.str().find("OOM on rank 0: "), std::string::npos) << err.str();
+  auto error = nlohmann::json::parse(std::ifstream(rank_dir + "/error.json"));
+  EXPECT_EQ(error["kind"], "oom");
+  EXPECT_EQ(error["rank"], 0);
+  EXPECT_GT(error["tried_to_allocate_bytes"].get<int64_t>(), 0) << error.dump();
+  for (const char* key : {"allocated_bytes", "reserved_bytes", "peak_bytes", "total_bytes"}) {
+    EXPECT_GT(error["memory"][key].get<int64_t>(), 0) << key << " " << error.dump();
+  }
+  std::string advice = error["advice"].dump();
+  EXPECT_NE(advice.find("--batch-size"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("--grad-accum"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("--amp"), std::string::npos) << advice;
+  bool oom_event = false;
+  for (auto& e : ReadEvents(rank_dir + "/events.jsonl")) oom_event |= e["kind"] == "oom";
+  EXPECT_TRUE(oom_event);
+}
+
+}  // namespace
+}  // namespace dlaunch::worker

@@ -1,0 +1,158 @@
+#include "worker/train/train_reporter.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/telemetry.h"
+
+namespace dlaunch::worker {
+namespace {
+
+std::string Bytes(double b) {
+  char buf[32];
+  if (b < 0) return "n/a";
+  if (b >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  }
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json TelemetryJson(const TelemetrySample& s) {
+  return {{"step", s.step},
+          {"total_steps", s.total_steps},
+          {"loss", s.loss},
+          {"phase", core::PhaseName(s.phase)},
+          {"samples_per_sec", s.samples_per_sec},
+          {"step_ms", s.step_ms},
+          {"compute_ms", s.compute_ms},
+          {"comm_wait_ms", s.comm_wait_ms},
+          {"bytes_communicated", s.bytes_communicated},
+          {"rss_bytes", s.rss_bytes},
+          {"peak_rss_bytes", s.peak_rss_bytes},
+          {"device_allocated_bytes", s.device_allocated_bytes},
+          {"device_reserved_bytes", s.device_reserved_bytes},
+          {"device_peak_bytes", s.device_peak_bytes},
+          {"device_free_bytes", s.device_free_bytes},
+          {"device_total_bytes", s.device_total_bytes}};
+}
+
+std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device) {
+  std::ostringstream out;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-6s %14s %11s %12s %12s\n", "rank",
+                device == "cuda" ? "peak gpu mem" : "peak rss", "comm share", "samples/s",
+                "step ms p50");
+  out << line;
+  double total = 0;
+  for (const RankSummary& r : ranks) {
+    std::snprintf(line, sizeof line, "%-6d %14s %10.1f%% %12.1f %12.2f\n", r.rank,
+                  Bytes(r.peak_memory_bytes).c_str(), 100.0 * r.comm_share, r.samples_per_sec,
+                  r.step_ms_median);
+    out << line;
+    total += r.samples_per_sec;
+  }
+  std::snprintf(line, sizeof line, "%-6s %14s %11s %12.1f\n", "all", "", "", total);
+  out << line;
+  return out.str();
+}
+
+std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
+                               int slowest_rank, double slowest_step_ms) {
+  char line[200];
+  int n = std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.0f samples/s",
+                        static_cast<long long>(step), static_cast<long long>(total), loss,
+                        samples_per_sec);
+  if (slowest_rank >= 0 && n > 0 && static_cast<size_t>(n) < sizeof line) {
+    std::snprintf(line + n, sizeof line - n, "  slowest rank %d (%.1f ms/step)", slowest_rank,
+                  slowest_step_ms);
+  }
+  return line;
+}
+
+TrainReporter::TrainReporter(const TrainContext& ctx) : ctx_(ctx) {
+  if (!ctx_.report_event && !ctx_.rank_dir.empty()) {
+    log_ = std::make_unique<core::EventLog>(ctx_.rank_dir + "/events.jsonl");
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TrainReporter::~TrainReporter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // runs what is still queued first
+}
+
+void TrainReporter::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stop_ and drained
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    try {
+      task();
+    } catch (const std::exception& e) {
+      // Telemetry must never end a training run.
+      std::fprintf(stderr, "rank %d: telemetry: %s\n", ctx_.rank, e.what());
+    }
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void TrainReporter::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void TrainReporter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return tasks_.empty() && !busy_; });
+}
+
+void TrainReporter::Event(const std::string& kind, const nlohmann::json& body) {
+  if (ctx_.report_event) {
+    ctx_.report_event(kind, body.dump());
+  } else if (log_) {
+    nlohmann::json line = {{"unix_ms", core::UnixMillis()}, {"rank", ctx_.rank}, {"kind", kind}};
+    line.update(body);
+    log_->Append(line);
+  }
+}
+
+void TrainReporter::Status(const std::function<void(core::RankStatus&)>& update) {
+  if (ctx_.update_status) ctx_.update_status(update);
+}
+
+void TrainReporter::Error(const std::string& kind, const std::string& message,
+                          const nlohmann::json& details) {
+  Flush();
+  nlohmann::json body = details;
+  body["message"] = message;
+  if (!ctx_.rank_dir.empty()) {
+    nlohmann::json file = {
+        {"rank", ctx_.rank}, {"kind", kind}, {"message", message}, {"unix_ms", core::UnixMillis()}};
+    file.update(details);
+    try {
+      core::WriteFileAtomically(ctx_.rank_dir + "/error.json", file.dump(2) + "\n");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: could not write error.json: %s\n", ctx_.rank, e.what());
+    }
+  }
+  Event(kind, body);
+}
+
+}  // namespace dlaunch::worker

@@ -1,0 +1,95 @@
+// Where a training rank's telemetry goes: events (rank<R>/events.jsonl and the coordinator),
+// heartbeat status, rank<R>/error.json, and rank 0's console. Torch-free.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/train/train.h"
+
+namespace dlaunch::core {
+class EventLog;
+}
+
+namespace dlaunch::worker {
+
+// One telemetry reading, averaged over the heartbeat window it closes.
+struct TelemetrySample {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0;
+  core::Phase phase = core::Phase::kForward;
+  double samples_per_sec = 0;
+  double step_ms = 0;
+  double compute_ms = 0;           // per step
+  double comm_wait_ms = 0;         // per step
+  int64_t bytes_communicated = 0;  // in the window
+  int64_t rss_bytes = -1;
+  int64_t peak_rss_bytes = -1;
+  int64_t device_allocated_bytes = -1;
+  int64_t device_reserved_bytes = -1;
+  int64_t device_peak_bytes = -1;
+  int64_t device_free_bytes = -1;
+  int64_t device_total_bytes = -1;
+};
+
+// The "telemetry" event body of the shared events.jsonl format.
+nlohmann::json TelemetryJson(const TelemetrySample& s);
+
+// Per-rank totals gathered at the end for rank 0's table.
+struct RankSummary {
+  int rank = 0;
+  double peak_memory_bytes = 0;  // device peak on CUDA, peak RSS on CPU
+  double comm_share = 0;         // communication wait / step time
+  double samples_per_sec = 0;
+  double step_ms_median = 0;
+};
+
+// "rank  peak memory  comm share  samples/s  step ms" table, one row per rank, plus a total line.
+std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device);
+
+// "step 120/500  loss 0.4321  4210 samples/s  slowest rank 2 (31.2 ms/step)"
+std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
+                               int slowest_rank, double slowest_step_ms);
+
+class TrainReporter {
+ public:
+  // Does not block. Without ctx.report_event, events go straight to rank_dir/events.jsonl.
+  explicit TrainReporter(const TrainContext& ctx);
+  ~TrainReporter();
+
+  // Blocks for one event write (and the coordinator round trip when the launcher is there).
+  void Event(const std::string& kind, const nlohmann::json& body);
+  // Runs `task` on the reporter's own thread, in posting order, so that coordinator round trips
+  // never stall a training step. Does not block.
+  void Post(std::function<void()> task);
+  // Blocks until every posted task has run.
+  void Flush();
+  // Does not block.
+  void Status(const std::function<void(core::RankStatus&)>& update);
+  // Writes rank_dir/error.json atomically ({"rank","kind","message","unix_ms",...details}) and the
+  // matching event, after the posted tasks. Blocks for the writes.
+  void Error(const std::string& kind, const std::string& message, const nlohmann::json& details);
+
+ private:
+  void Loop();
+
+  const TrainContext& ctx_;
+  std::unique_ptr<core::EventLog> log_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace dlaunch::worker
