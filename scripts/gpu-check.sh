@@ -49,7 +49,7 @@ is_system_lib() {
 
 bundle() {
   local bins=("$BUILD_DIR/launcher/dlaunch" "$BUILD_DIR/worker/dlaunch-worker"
-    "$BUILD_DIR/tests/comm/comm_tests")
+    "$BUILD_DIR/tests/comm/comm_tests" "$BUILD_DIR/tests/doctor/dlaunch_doctor_test")
   rm -rf "$BUNDLE_DIR"
   mkdir -p "$BUNDLE_DIR/bin" "$BUNDLE_DIR/lib"
   for bin in "${bins[@]}"; do
@@ -108,11 +108,11 @@ run() {
 
   # 1. The NCCL communicator: allreduce on the device, and the watchdog aborting a communicator
   #    whose peer never arrives (the non-blocking init is polled and ncclCommAbort'ed on time).
-  log "1/3 comm_tests (NCCL)"
+  log "1/4 comm_tests (NCCL)"
   timeout 300 "$bin/comm_tests" --gtest_filter='Nccl*' 2>&1 | tee "$OUT_DIR/comm_tests.txt" || failed=1
 
   # 2. Preflight, world size 1, NCCL: the bandwidth sweep with verification at every size.
-  log "2/3 dlaunch --nproc 1 preflight --backend nccl"
+  log "2/4 dlaunch --nproc 1 preflight --backend nccl"
   local rc=0
   timeout 600 "$bin/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id nccl-preflight \
     preflight --backend nccl -b 8 -e "$MAXBYTES" -f 2 -w 5 -n 20 --collective-timeout 60 \
@@ -123,7 +123,7 @@ run() {
   # 3. The watchdog/abort path across ranks: one rank skips a collective and the others must
   #    name it within the timeout + 1 s. Needs one GPU per rank.
   if [[ "$gpus" -ge 2 ]]; then
-    log "3/3 dlaunch --nproc 2 preflight --backend nccl (hang test)"
+    log "3/4 dlaunch --nproc 2 preflight --backend nccl (hang test)"
     rc=0
     timeout 300 "$bin/dlaunch" --nproc 2 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id nccl-hang \
       preflight --backend nccl --ops allreduce -b 1M -e 64M -f 4 --collective-timeout 5 \
@@ -131,8 +131,16 @@ run() {
     log "hang test exit code $rc (want 0)"
     [[ "$rc" -eq 0 ]] || failed=1
   else
-    log "3/3 skipped: the cross-rank hang test needs 2 GPUs (the abort path ran in step 1)"
+    log "3/4 skipped: the cross-rank hang test needs 2 GPUs (the abort path ran in step 1)"
   fi
+  # 4. dlaunch doctor against the real driver and GPU: the report for the log, and the JSON to keep
+  #    as tests/doctor/fixtures/doctor_output_<gpu>.json (a test replays every such file).
+  log "4/4 dlaunch doctor"
+  rc=0
+  "$bin/dlaunch" doctor 2>&1 | tee "$OUT_DIR/doctor.txt" || rc=$?
+  log "doctor exit code $rc (0 clean, 1 a check failed)"
+  "$bin/dlaunch" doctor --json > "$OUT_DIR/doctor_output_gpu.json" || true
+  timeout 120 "$bin/dlaunch_doctor_test" 2>&1 | tee "$OUT_DIR/doctor_test.txt" || failed=1
   log "results in $OUT_DIR; $([[ $failed -eq 0 ]] && echo PASS || echo FAIL)"
   return "$failed"
 }

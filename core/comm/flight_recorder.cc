@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/telemetry.h"
 
 namespace dlaunch::core {
 
@@ -177,20 +178,11 @@ std::string FlightRecorder::ToJson(const std::string& reason) const {
 }
 
 void FlightRecorder::DumpJson(const std::string& path, const std::string& reason) const {
-  std::string text = ToJson(reason);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << '\n';
-    out.flush();
-    if (!out) {
-      throw Error(ErrorKind::kInternal,
-                  "rank " + std::to_string(rank_) + ": cannot write flight recorder to " + tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error(ErrorKind::kInternal,
-                "rank " + std::to_string(rank_) + ": cannot rename " + tmp + " to " + path);
+  try {
+    WriteFileAtomically(path, ToJson(reason) + "\n");
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kInternal, "rank " + std::to_string(rank_) +
+                                          ": cannot write the flight recorder: " + e.what());
   }
 }
 

@@ -16,6 +16,7 @@
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/telemetry.h"
 #include "worker/preflight/bandwidth_sweep.h"
 #include "worker/preflight/hang_test.h"
 #include "worker/preflight/p2p_matrix.h"
@@ -34,17 +35,6 @@ int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-void WriteAtomically(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << '\n';
-    if (!out) throw Error(ErrorKind::kInternal, "cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
 }
 
 json SweepJson(const SweepResult& s) {
@@ -345,7 +335,8 @@ int Suite::Run() {
                                                           {"slow_nodes", nodes.slow_nodes}}},
                 {"hang_test", HangJson(hang)}};
     if (!ctx_.run_dir.empty()) {
-      WriteAtomically(fs::path(ctx_.run_dir) / "preflight.json", doc.dump(2));
+      core::WriteFileAtomically((fs::path(ctx_.run_dir) / "preflight.json").string(),
+                                doc.dump(2) + "\n");
     }
   }
   auto verdict_mem = comm->Allocate(sizeof(int32_t));
