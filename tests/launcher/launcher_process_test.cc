@@ -251,6 +251,17 @@ TEST_F(LauncherTest, RestartsRerunAllRanksWithTheAttemptNumber) {
   EXPECT_EQ(Summary()["restarts"], 1);
 }
 
+TEST_F(LauncherTest, OnHangRestartRerunsAHungJob) {
+  // Attempt 0 hangs silently (an unlinked program: no output); attempt 1 finishes.
+  Launched l(Cmd({"--nproc", "2", "--hang-timeout", "1", "--on-hang", "restart", "--max-restarts",
+                  "1", "--grace-period", "2", "--", "/bin/sh", "-c",
+                  "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec sleep 600; fi"}));
+  EXPECT_EQ(l.Wait(seconds(120)), 0) << l.err_text();
+  EXPECT_NE(l.err_text().find("HANG"), std::string::npos) << l.err_text();
+  EXPECT_NE(l.err_text().find("restarting all ranks (restart 1 of 1)"), std::string::npos);
+  EXPECT_EQ(Summary()["restarts"], 1);
+}
+
 TEST_F(LauncherTest, PythonScriptsRunWithPython) {
   fs::path script = dir_ / "hello.py";
   std::ofstream(script) << "import os\nprint('py rank', os.environ['RANK'])\n";
