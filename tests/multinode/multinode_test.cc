@@ -145,6 +145,23 @@ TEST_F(MultiNodeTest, ASigkilledNodeAgentIsDetectedAndNamed) {
   EXPECT_EQ(summary["nodes"][1]["status"], "lost");
 }
 
+TEST_F(MultiNodeTest, PreflightAcrossNodesFoldsTheP2PMatrixPerNode) {
+  const std::vector<std::string> preflight = {
+      "preflight", "--backend", "gloo", "--ops",          "allreduce",          "-b",
+      "1K",        "-e",        "16K",  "--no-hang-test", "--slow-link-factor", "0.01"};
+  Launched n0(Node(0, preflight, {"--skip-doctor"}), {kToken});
+  Launched n1(Node(1, preflight, {"--skip-doctor"}), {kToken});
+  ASSERT_EQ(n1.Wait(seconds(120)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(120)), 0) << n0.err_text();
+  std::ifstream in(RunDir(0) / "preflight.json");
+  auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["verdict"], "PASS");
+  EXPECT_EQ(doc["world_size"], 4);
+  EXPECT_EQ(doc["node_matrix"]["ranks_per_node"], 2);
+  ASSERT_EQ(doc["node_matrix"]["matrix_gbps"].size(), 2u);
+  EXPECT_GT(doc["node_matrix"]["matrix_gbps"][0][1].get<double>(), 0);
+}
+
 TEST_F(MultiNodeTest, WrongTokenCannotJoin) {
   Launched n0(Node(0, {TEST_RANK_BIN, "env"}, {"--rdzv-timeout", "3"}), {kToken});
   Launched n1(Node(1, {TEST_RANK_BIN, "env"}, {"--rdzv-timeout", "3"}),
