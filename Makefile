@@ -23,6 +23,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 bench: build
+	./scripts/install-deps.sh --bench
 	./benchmarks/run.sh $(BUILD)
 
 format:

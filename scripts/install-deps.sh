@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages dlaunch builds and tests with, only those that are missing.
+# Installs the Debian packages dlaunch builds and tests with (and, with --bench, benchmarks
+# with), only those that are missing.
 set -euo pipefail
 
 packages=(
@@ -9,8 +10,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev
   libopenmpi-dev openmpi-bin
-  gdb iproute2 procps
+  gdb iproute2 procps openssl
 )
+# `make bench` also needs the peers it measures against and hyperfine.
+[ "${1:-}" = "--bench" ] && packages+=(python3-torch hyperfine)
 
 missing=()
 for p in "${packages[@]}"; do
