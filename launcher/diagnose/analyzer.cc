@@ -1063,13 +1063,17 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
     return d;
   }
   Diagnosis d = Analyze(run);
-  try {
-    WriteDiagnosisFiles(d, run_dir);
-    WriteTrace(run, &d, run_dir + "/trace.json");
-  } catch (const Error& e) {
-    d.problems.push_back(e.what());
-  }
+  WriteReportFiles(run, &d, run_dir);
   return d;
+}
+
+void WriteReportFiles(const RunSnapshot& run, Diagnosis* diagnosis, const std::string& run_dir) {
+  try {
+    WriteDiagnosisFiles(*diagnosis, run_dir);
+    WriteTrace(run, diagnosis, run_dir + "/trace.json");
+  } catch (const Error& e) {
+    diagnosis->problems.push_back(e.what());
+  }
 }
 
 }  // namespace dlaunch::launcher

@@ -25,4 +25,8 @@ Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options = {});
 // unreadable directory or a file that cannot be written becomes a line in `problems`.
 Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint = 0);
 
+// diagnosis.txt, diagnosis.json and trace.json into `run_dir`; a file that cannot be written
+// becomes a line in diagnosis->problems. Blocks on file I/O only; never throws.
+void WriteReportFiles(const RunSnapshot& run, Diagnosis* diagnosis, const std::string& run_dir);
+
 }  // namespace dlaunch::launcher

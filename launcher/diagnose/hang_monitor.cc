@@ -206,14 +206,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   options.trigger = trigger;
   options.hang_suspected = true;
   Diagnosis diagnosis = Analyze(run, options);
-  if (options_.write_files) {
-    try {
-      WriteDiagnosisFiles(diagnosis, run_dir);
-      WriteTrace(run, &diagnosis, run_dir + "/trace.json");
-    } catch (const Error& e) {
-      diagnosis.problems.push_back(e.what());
-    }
-  }
+  if (options_.write_files) WriteReportFiles(run, &diagnosis, run_dir);
   return diagnosis;
 }
 
