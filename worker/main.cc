@@ -55,6 +55,20 @@ void DumpOnSigterm() {
   }).detach();
 }
 
+// What the built-ins call to hand over their command handler: it serves the coordinator's DUMP and
+// ABORT commands and the dump on SIGTERM.
+std::function<void(CommandHandler)> CommandWiring(Runtime& rt) {
+  return [&rt](CommandHandler handler) {
+    {
+      std::lock_guard<std::mutex> lock(g_handler_mu);
+      g_handler = std::move(handler);
+    }
+    rt.OnCommand([](CommandKind kind, const std::string& reason) {
+      RunHandler(kind == CommandKind::kDump ? "dump" : "abort", reason);
+    });
+  };
+}
+
 template <typename Context>
 Context MakeContext(Runtime& rt) {
   Context ctx;
@@ -68,6 +82,7 @@ Context MakeContext(Runtime& rt) {
   ctx.report_event = [&rt](const std::string& kind, const std::string& json) {
     rt.ReportEvent(kind, json);
   };
+  ctx.set_command_handler = CommandWiring(rt);
   return ctx;
 }
 
@@ -79,15 +94,6 @@ int Run(const std::string& command, const std::vector<std::string>& args) {
     ctx.store_prefix = "preflight/" + std::to_string(rt->restart_count()) + "/";
     ctx.report_status = [&rt](const dlaunch::core::RankStatus& s) {
       rt->UpdateStatus([&](dlaunch::core::RankStatus& mine) { mine = s; });
-    };
-    ctx.set_command_handler = [&rt](CommandHandler handler) {
-      {
-        std::lock_guard<std::mutex> lock(g_handler_mu);
-        g_handler = handler;
-      }
-      rt->OnCommand([](CommandKind kind, const std::string& reason) {
-        RunHandler(kind == CommandKind::kDump ? "dump" : "abort", reason);
-      });
     };
     return dlaunch::worker::RunPreflight(ctx, args);
   }

@@ -30,6 +30,11 @@ struct TrainContext {
   std::function<void(const std::string& kind, const std::string& json)> report_event;
   // Must not block: the status goes out with the next heartbeat.
   std::function<void(const std::function<void(core::RankStatus&)>&)> update_status;
+  // Optional, as in PreflightContext: the trainer hands over its handler for the coordinator's
+  // commands ("dump": write the flight recorder to rank_dir/flight.json; "abort": abort the
+  // communicator). It may be called from any thread, also after RunTrain returned.
+  std::function<void(std::function<void(const std::string& command, const std::string& reason)>)>
+      set_command_handler;
 };
 
 // Runs pre-flight (unless --no-preflight) and training on this rank. Blocks for the whole run.

@@ -22,6 +22,7 @@
 #endif
 
 #include "core/comm/comm_options.h"
+#include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/telemetry.h"
@@ -256,6 +257,21 @@ void Trainer::Setup() {
     }
   };
   comm_ = core::MakeCommunicator(co);
+  if (ctx_.set_command_handler && !co.flight_dump_path.empty()) {
+    // A weak reference: the launcher may ask for a dump after training ended.
+    std::weak_ptr<core::Communicator> weak = comm_;
+    ctx_.set_command_handler(
+        [weak, path = co.flight_dump_path](const std::string& command, const std::string& reason) {
+          auto comm = weak.lock();
+          if (!comm) return;
+          try {
+            if (command == "dump") comm->flight_recorder().DumpJson(path, reason);
+            if (command == "abort") comm->Abort();
+          } catch (const std::exception&) {
+            // A dump that cannot be written must not take the rank down.
+          }
+        });
+  }
 
   if (opts_.preflight && ctx_.world_size > 1) {
     phase_ = core::Phase::kPreflight;
