@@ -103,7 +103,7 @@ TlsFiles TlsFiles::FromEnv() {
   return {get("DLAUNCH_TLS_CA"), get("DLAUNCH_TLS_CERT"), get("DLAUNCH_TLS_KEY")};
 }
 
-std::string ReadPem(const std::string& path, const char* what) {
+std::string ReadWholeFile(const std::string& path, const char* what) {
   std::ifstream in(path);
   if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
   std::stringstream ss;
@@ -122,9 +122,9 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
       throw UsageError("TLS needs all of --tls-cert, --tls-key and --tls-ca");
     }
     grpc::SslCredentialsOptions opts;
-    opts.pem_root_certs = ReadPem(tls.ca, "--tls-ca");
-    opts.pem_private_key = ReadPem(tls.key, "--tls-key");
-    opts.pem_cert_chain = ReadPem(tls.cert, "--tls-cert");
+    opts.pem_root_certs = ReadWholeFile(tls.ca, "--tls-ca");
+    opts.pem_private_key = ReadWholeFile(tls.key, "--tls-key");
+    opts.pem_cert_chain = ReadWholeFile(tls.cert, "--tls-cert");
     creds = grpc::SslCredentials(opts);
   }
   channel_ = grpc::CreateCustomChannel(address, creds, args);

@@ -21,8 +21,9 @@ struct TlsFiles {
   static TlsFiles FromEnv();
 };
 
-// The file's content; throws UsageError naming `what` (a flag) when it cannot be read.
-std::string ReadPem(const std::string& path, const char* what);
+// A small file's whole content (a PEM file, a token); throws UsageError naming `what` (a flag)
+// when it cannot be read.
+std::string ReadWholeFile(const std::string& path, const char* what);
 
 class CoordinatorClient {
  public:

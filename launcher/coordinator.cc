@@ -385,21 +385,11 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status Heartbeat(grpc::ServerContext* ctx,
                          grpc::ServerReaderWriter<v1::Command, v1::RankStatus>* stream) override {
     if (!Authorized(ctx, "Heartbeat")) return Refused();
-    v1::RankStatus status;
-    if (!stream->Read(&status)) return grpc::Status::OK;
-    const int rank = status.rank();
-    auto write_mu = std::make_shared<std::mutex>();
-    handler_->OnStreamOpened(rank, [stream, write_mu](const v1::Command& cmd) {
-      std::lock_guard<std::mutex> lock(*write_mu);
-      return stream->Write(cmd);
-    });
-    do {
-      handler_->OnHeartbeat(status);
-    } while (stream->Read(&status));
-    handler_->OnStreamClosed(rank);
-    // Wait out a command being written on another thread before the stream goes away.
-    std::lock_guard<std::mutex> lock(*write_mu);
-    return grpc::Status::OK;
+    return ServeStream(
+        stream, [](const v1::RankStatus& s) { return s.rank(); },
+        [this](int rank, auto send) { handler_->OnStreamOpened(rank, std::move(send)); },
+        [this](const v1::RankStatus& s) { handler_->OnHeartbeat(s); },
+        [this](int rank) { handler_->OnStreamClosed(rank); });
   }
 
   grpc::Status ReportEvent(grpc::ServerContext* ctx, const v1::Event* event,
@@ -415,20 +405,11 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status NodeStream(grpc::ServerContext* ctx,
                           grpc::ServerReaderWriter<v1::Command, v1::NodeStatus>* stream) override {
     if (!Authorized(ctx, "NodeStream")) return Refused();
-    v1::NodeStatus status;
-    if (!stream->Read(&status)) return grpc::Status::OK;
-    const int node = status.node_rank();
-    auto write_mu = std::make_shared<std::mutex>();
-    handler_->OnNodeStreamOpened(node, [stream, write_mu](const v1::Command& cmd) {
-      std::lock_guard<std::mutex> lock(*write_mu);
-      return stream->Write(cmd);
-    });
-    do {
-      handler_->OnNodeStatus(status);
-    } while (stream->Read(&status));
-    handler_->OnNodeStreamClosed(node);
-    std::lock_guard<std::mutex> lock(*write_mu);
-    return grpc::Status::OK;
+    return ServeStream(
+        stream, [](const v1::NodeStatus& s) { return s.node_rank(); },
+        [this](int node, auto send) { handler_->OnNodeStreamOpened(node, std::move(send)); },
+        [this](const v1::NodeStatus& s) { handler_->OnNodeStatus(s); },
+        [this](int node) { handler_->OnNodeStreamClosed(node); });
   }
 
   grpc::Status PushFile(grpc::ServerContext* ctx, const v1::FileChunk* chunk,
@@ -437,6 +418,27 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   }
 
  private:
+  // One stream per rank or node, named by its first message. Commands are written from other
+  // threads through `send`, under a mutex the stream's end waits on, so no write outlives it.
+  template <typename Message, typename Id, typename Opened, typename Received, typename Closed>
+  static grpc::Status ServeStream(grpc::ServerReaderWriter<v1::Command, Message>* stream, Id id,
+                                  Opened opened, Received received, Closed closed) {
+    Message message;
+    if (!stream->Read(&message)) return grpc::Status::OK;
+    const int who = id(message);
+    auto write_mu = std::make_shared<std::mutex>();
+    opened(who, std::function<bool(const v1::Command&)>([stream, write_mu](const v1::Command& cmd) {
+             std::lock_guard<std::mutex> lock(*write_mu);
+             return stream->Write(cmd);
+           }));
+    do {
+      received(message);
+    } while (stream->Read(&message));
+    closed(who);
+    std::lock_guard<std::mutex> lock(*write_mu);
+    return grpc::Status::OK;
+  }
+
   bool Authorized(grpc::ServerContext* ctx, const char* method) {
     const auto& md = ctx->client_metadata();
     auto it = md.find(core::kTokenMetadataKey);
@@ -475,12 +477,12 @@ namespace {
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const core::TlsFiles& tls) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  using core::ReadPem;
+  using core::ReadWholeFile;
   grpc::SslServerCredentialsOptions opts(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = ReadPem(tls.ca, "--tls-ca");
+  opts.pem_root_certs = ReadWholeFile(tls.ca, "--tls-ca");
   opts.pem_key_cert_pairs.push_back(
-      {ReadPem(tls.key, "--tls-key"), ReadPem(tls.cert, "--tls-cert")});
+      {ReadWholeFile(tls.key, "--tls-key"), ReadWholeFile(tls.cert, "--tls-cert")});
   return grpc::SslServerCredentials(opts);
 }
 

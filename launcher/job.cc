@@ -227,11 +227,7 @@ NodePlan PlanNodes(LaunchOptions* o) {
     throw UsageError("--max-restarts is not available for multi-node launches yet");
   }
   if (!o->token_file.empty()) {
-    std::ifstream in(o->token_file);
-    if (!in) throw UsageError("cannot read --token-file '" + o->token_file + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    plan.token = Trim(ss.str());
+    plan.token = Trim(core::ReadWholeFile(o->token_file, "--token-file"));
   } else if (const char* t = std::getenv("DLAUNCH_JOB_TOKEN"); t && *t) {
     plan.token = t;
   }
