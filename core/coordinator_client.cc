@@ -154,7 +154,8 @@ void CoordinatorClient::ReportEvent(const v1::Event& event, std::chrono::millise
   v1::EventAck ack;
   auto ctx = NewContext(timeout);
   auto status = stub_->ReportEvent(ctx.get(), event, &ack);
-  if (!status.ok()) ThrowRpcError(status, "report event '" + event.kind() + "'");
+  if (!status.ok())
+    ThrowRpcError(status, "report event '" + v1::EventKind_Name(event.kind()) + "'");
 }
 
 std::shared_ptr<Store> MakeCoordinatorStore(std::shared_ptr<CoordinatorClient> client) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "core/coordinator_client.h"
 #include "core/error.h"
@@ -37,6 +38,22 @@ std::string EnvStr(const char* name) {
 }
 
 v1::Phase ToProto(Phase p) { return static_cast<v1::Phase>(static_cast<int>(p)); }
+
+constexpr std::pair<EventKind, const char*> kEventNames[] = {
+    {EventKind::kUnspecified, "unspecified"},
+    {EventKind::kError, "error"},
+    {EventKind::kTimeout, "timeout"},
+    {EventKind::kOom, "oom"},
+    {EventKind::kTelemetry, "telemetry"},
+    {EventKind::kDumped, "dumped"},
+    {EventKind::kResumed, "resumed"},
+    {EventKind::kCheckpoint, "checkpoint"},
+    {EventKind::kPreflight, "preflight"},
+    {EventKind::kPreflightHangTest, "preflight_hang_test"},
+};
+static_assert(static_cast<int>(EventKind::kPreflightHangTest) == v1::EVENT_PREFLIGHT_HANG_TEST &&
+                  v1::EventKind_MAX == v1::EVENT_PREFLIGHT_HANG_TEST,
+              "core::EventKind and v1::EventKind must match value for value");
 
 class LocalRuntime : public Runtime {
  public:
@@ -74,8 +91,9 @@ class LocalRuntime : public Runtime {
     return status_;
   }
 
-  void ReportEvent(const std::string& kind, const std::string& json_object) override {
-    nlohmann::json line = {{"unix_ms", UnixMillis()}, {"rank", rank_}, {"kind", kind}};
+  void ReportEvent(EventKind kind, const std::string& json_object) override {
+    nlohmann::json line = {
+        {"unix_ms", UnixMillis()}, {"rank", rank_}, {"kind", EventKindName(kind)}};
     auto body = nlohmann::json::parse(json_object, nullptr, false);
     if (body.is_object()) line.update(body);
     events_.Append(line);
@@ -120,11 +138,11 @@ class CoordinatedRuntime : public LocalRuntime {
     heartbeat_.join();
   }
 
-  void ReportEvent(const std::string& kind, const std::string& json_object) override {
+  void ReportEvent(EventKind kind, const std::string& json_object) override {
     LocalRuntime::ReportEvent(kind, json_object);
     v1::Event event;
     event.set_rank(rank_);
-    event.set_kind(kind);
+    event.set_kind(static_cast<v1::EventKind>(kind));
     event.set_json(json_object);
     event.set_unix_ms(UnixMillis());
     try {
@@ -163,8 +181,16 @@ class CoordinatedRuntime : public LocalRuntime {
       handler = command_handler_;
     }
     if (!handler) return;
-    if (cmd.kind() == v1::Command::DUMP) handler(CommandKind::kDump, cmd.reason());
-    if (cmd.kind() == v1::Command::ABORT) handler(CommandKind::kAbort, cmd.reason());
+    switch (cmd.kind()) {
+      case v1::Command::DUMP:
+        handler(CommandKind::kDump, cmd.reason());
+        break;
+      case v1::Command::ABORT:
+        handler(CommandKind::kAbort, cmd.reason());
+        break;
+      default:
+        break;  // a command of a newer launcher: not ours to guess at
+    }
   }
 
   // One stream for the life of the rank; reopened after a failure until the rank stops.
@@ -206,6 +232,18 @@ class CoordinatedRuntime : public LocalRuntime {
 };
 
 }  // namespace
+
+const char* EventKindName(EventKind kind) {
+  for (const auto& [k, name] : kEventNames)
+    if (k == kind) return name;
+  return "unspecified";
+}
+
+std::optional<EventKind> EventKindFromName(std::string_view name) {
+  for (const auto& [k, n] : kEventNames)
+    if (k != EventKind::kUnspecified && name == n) return k;
+  return std::nullopt;
+}
 
 const char* PhaseName(Phase phase) {
   switch (phase) {

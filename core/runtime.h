@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/store.h"
 
@@ -43,7 +45,29 @@ struct RankStatus {
   double samples_per_sec = 0;
 };
 
-enum class CommandKind { kDump, kAbort };
+// What the coordinator asks of a rank (v1::Command::Kind on the wire).
+enum class CommandKind {
+  kDump,  // write the flight recorder to rank<R>/flight.json now
+  kAbort  // abort communicators and exit
+};
+
+// What a rank reports; value for value the wire's v1::EventKind.
+enum class EventKind {
+  kUnspecified,
+  kError,
+  kTimeout,
+  kOom,
+  kTelemetry,
+  kDumped,
+  kResumed,
+  kCheckpoint,
+  kPreflight,
+  kPreflightHangTest
+};
+// The kind's name in rank<R>/events.jsonl: "error", "preflight_hang_test".
+const char* EventKindName(EventKind kind);
+// The kind EventKindName names; nullopt for any other name.
+std::optional<EventKind> EventKindFromName(std::string_view name);
 
 class Runtime {
  public:
@@ -68,7 +92,7 @@ class Runtime {
   virtual RankStatus status() const = 0;
   // One round trip to the coordinator (bounded by a 5 s deadline); also appended to
   // rank<R>/events.jsonl and flushed. `json_object` is the event's body.
-  virtual void ReportEvent(const std::string& kind, const std::string& json_object) = 0;
+  virtual void ReportEvent(EventKind kind, const std::string& json_object) = 0;
   // Called on the heartbeat thread when the coordinator sends a command.
   virtual void OnCommand(std::function<void(CommandKind, const std::string& reason)> handler) = 0;
 };

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "launcher/options.h"
-#include "launcher/supervisor.h"
+#include "launcher/supervision/supervisor.h"
 
 namespace dlaunch::launcher {
 

@@ -7,9 +7,9 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "launcher/builtins.h"
-#include "launcher/job.h"
+#include "launcher/job/job.h"
 #include "launcher/options.h"
-#include "launcher/supervisor.h"
+#include "launcher/supervision/supervisor.h"
 
 namespace {
 

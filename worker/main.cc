@@ -21,14 +21,14 @@ namespace {
 
 using dlaunch::core::CommandKind;
 using dlaunch::core::Runtime;
-using CommandHandler = std::function<void(const std::string& command, const std::string& reason)>;
+using CommandHandler = std::function<void(CommandKind command, const std::string& reason)>;
 
 // The suite's handler for the coordinator's commands; also run on SIGTERM, so a rank torn down
 // by the launcher leaves its flight recorder behind for the diagnosis.
 std::mutex g_handler_mu;
 CommandHandler g_handler;
 
-void RunHandler(const std::string& command, const std::string& reason) {
+void RunHandler(CommandKind command, const std::string& reason) {
   CommandHandler h;
   {
     std::lock_guard<std::mutex> lock(g_handler_mu);
@@ -48,7 +48,7 @@ void DumpOnSigterm() {
     int sig = 0;
     while (::sigwait(&set, &sig) != 0) {
     }
-    RunHandler("dump", "terminated");
+    RunHandler(CommandKind::kDump, "terminated");
     ::signal(SIGTERM, SIG_DFL);
     ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     ::raise(SIGTERM);
@@ -63,9 +63,7 @@ std::function<void(CommandHandler)> CommandWiring(Runtime& rt) {
       std::lock_guard<std::mutex> lock(g_handler_mu);
       g_handler = std::move(handler);
     }
-    rt.OnCommand([](CommandKind kind, const std::string& reason) {
-      RunHandler(kind == CommandKind::kDump ? "dump" : "abort", reason);
-    });
+    rt.OnCommand(RunHandler);
   };
 }
 
@@ -79,8 +77,14 @@ Context MakeContext(Runtime& rt) {
   const char* run_dir = std::getenv("DLAUNCH_RUN_DIR");
   ctx.run_dir = run_dir ? run_dir : "";
   ctx.rank_dir = rt.rank_dir();
+  // The built-ins name their events; the wire carries the kind.
   ctx.report_event = [&rt](const std::string& kind, const std::string& json) {
-    rt.ReportEvent(kind, json);
+    auto typed = dlaunch::core::EventKindFromName(kind);
+    if (!typed) {
+      throw dlaunch::Error(dlaunch::ErrorKind::kInternal,
+                           "event kind '" + kind + "' is not in dlaunch.v1.EventKind");
+    }
+    rt.ReportEvent(*typed, json);
   };
   ctx.set_command_handler = CommandWiring(rt);
   return ctx;

@@ -61,7 +61,7 @@ int main() {
     options.timeout = timeout;
     options.flight_dump_path = flight_path;
     options.on_timeout = [&](const core::TimeoutReport& report) {
-      runtime->ReportEvent("timeout", report.ToJson());
+      runtime->ReportEvent(core::EventKind::kTimeout, report.ToJson());
     };
     options.exit_on_timeout = true;
     std::unique_ptr<core::Communicator> comm = core::MakeCommunicator(options);
@@ -87,10 +87,11 @@ int main() {
         s.last_completed_seq = recorder.last_completed_seq();
         s.current_op = recorder.current_op();
       });
-      runtime->ReportEvent("telemetry", nlohmann::json({{"step", step},
-                                                        {"phase", core::PhaseName(phase)},
-                                                        {"rss_bytes", core::CurrentRssBytes()}})
-                                            .dump());
+      runtime->ReportEvent(core::EventKind::kTelemetry,
+                           nlohmann::json({{"step", step},
+                                           {"phase", core::PhaseName(phase)},
+                                           {"rss_bytes", core::CurrentRssBytes()}})
+                               .dump());
     };
     std::vector<float> small(1024, 1.0f), half(512, 1.0f);
     for (int step = 0; step < steps; ++step) {
@@ -134,7 +135,8 @@ int main() {
     // Reported as an "error" event so that the analysis can tell fallout ("peer gone") from a
     // cause.
     std::cerr << "fault_rank: " << e.what() << "\n";
-    if (runtime) runtime->ReportEvent("error", nlohmann::json({{"message", e.what()}}).dump());
+    if (runtime)
+      runtime->ReportEvent(core::EventKind::kError, nlohmann::json({{"message", e.what()}}).dump());
     return 1;
   }
 }

@@ -1,5 +1,5 @@
 // The coordinator's logic without a network, and the same service over real gRPC on loopback.
-#include "launcher/coordinator.h"
+#include "launcher/rendezvous/coordinator.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +25,28 @@ CoordinatorConfig Config(int world, milliseconds rdzv = milliseconds(5000)) {
   return c;
 }
 
+// Records the coordinator's notices for the tests to wait on.
+class TestListener : public CoordinatorListener {
+ public:
+  void OnRankEvent(const v1::Event& event) override { Set(events, event); }
+  void OnRendezvousTimeout(const std::string& message) override { Set(rendezvous, message); }
+  void OnNodeFault(const NodeFault& fault) override { Set(node_faults, fault); }
+
+  std::promise<v1::Event> events;
+  std::promise<std::string> rendezvous;
+  std::promise<NodeFault> node_faults;
+
+ private:
+  // The first notice of each kind fulfils its promise; later ones are dropped.
+  template <typename T>
+  void Set(std::promise<T>& p, const T& value) {
+    try {
+      p.set_value(value);
+    } catch (const std::future_error&) {
+    }
+  }
+};
+
 v1::RegisterRequest Req(int rank) {
   v1::RegisterRequest r;
   r.set_rank(rank);
@@ -46,10 +68,8 @@ TEST(CoordinatorHandlerTest, RegisterWaitsForEveryRank) {
 
 TEST(CoordinatorHandlerTest, RendezvousTimeoutNamesAbsentRanksAndTellsTheListener) {
   CoordinatorHandler h(Config(4, milliseconds(200)));
-  std::promise<std::string> heard;
-  h.SetEventListener([&](const v1::Event& e) {
-    if (e.kind() == "rendezvous_timeout") heard.set_value(e.json());
-  });
+  TestListener listener;
+  h.SetListener(&listener);
   auto a = std::async(std::launch::async, [&] { return h.Register(Req(0)); });
   auto b = std::async(std::launch::async, [&] { return h.Register(Req(2)); });
   for (auto* f : {&a, &b}) {
@@ -62,7 +82,7 @@ TEST(CoordinatorHandlerTest, RendezvousTimeoutNamesAbsentRanksAndTellsTheListene
           << e.what();
     }
   }
-  EXPECT_NE(heard.get_future().get().find("ranks 1,3"), std::string::npos);
+  EXPECT_NE(listener.rendezvous.get_future().get().find("ranks 1,3"), std::string::npos);
 }
 
 TEST(CoordinatorHandlerTest, RejectsRanksOutsideTheWorld) {
@@ -147,7 +167,7 @@ TEST_F(CoordinatorGrpcTest, WrongTokenCannotReadWriteRegisterOrReport) {
   expect_refused([&] { store->Get("k", milliseconds(10)); });
   expect_refused([&] { bad->Register(Req(0), milliseconds(1000)); });
   v1::Event e;
-  e.set_kind("error");
+  e.set_kind(v1::EVENT_ERROR);
   expect_refused([&] { bad->ReportEvent(e, milliseconds(1000)); });
   EXPECT_FALSE(handler_.store().Check("k"));
   EXPECT_TRUE(handler_.Snapshot().empty());
@@ -161,8 +181,8 @@ TEST_F(CoordinatorGrpcTest, RuntimeHeartbeatsCarryStatusAndReceiveCommands) {
   ::setenv("DLAUNCH_HEARTBEAT_MS", "20", 1);
   ::setenv("RANK", "0", 1);
   ::setenv("WORLD_SIZE", "1", 1);
-  std::promise<v1::Event> event;
-  handler.SetEventListener([&](const v1::Event& e) { event.set_value(e); });
+  TestListener listener;
+  handler.SetListener(&listener);
   {
     auto rt = core::Runtime::FromEnv();
     std::promise<core::CommandKind> command;
@@ -185,11 +205,14 @@ TEST_F(CoordinatorGrpcTest, RuntimeHeartbeatsCarryStatusAndReceiveCommands) {
     auto got = command.get_future();
     ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     EXPECT_EQ(got.get(), core::CommandKind::kDump);
-    rt->ReportEvent("error", R"({"message":"boom"})");
-    auto e = event.get_future();
+    rt->ReportEvent(core::EventKind::kOom, R"({"message":"boom"})");
+    auto e = listener.events.get_future();
     ASSERT_EQ(e.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    EXPECT_EQ(e.get().json(), R"({"message":"boom"})");
+    const v1::Event got_event = e.get();
+    EXPECT_EQ(got_event.kind(), v1::EVENT_OOM);
+    EXPECT_EQ(got_event.json(), R"({"message":"boom"})");
   }
+  handler.SetListener(nullptr);
   for (const char* k :
        {"DLAUNCH_COORDINATOR", "DLAUNCH_JOB_TOKEN", "DLAUNCH_HEARTBEAT_MS", "RANK", "WORLD_SIZE"}) {
     ::unsetenv(k);

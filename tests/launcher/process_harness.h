@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/log_capture.h"
-#include "launcher/process_spawner.h"
+#include "launcher/supervision/log_capture.h"
+#include "launcher/supervision/process_spawner.h"
 
 extern char** environ;
 
@@ -57,7 +57,7 @@ class Launched {
   int Wait(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!reaped_) {
-      pollfd p{proc_.pidfd, POLLIN, 0};
+      pollfd p{proc_.pidfd.get(), POLLIN, 0};
       if (::poll(&p, 1, 0) == 1) {
         while (Pump(std::chrono::milliseconds(0))) {
         }
@@ -85,23 +85,23 @@ class Launched {
  private:
   // One poll round over stdout, stderr and the pidfd; false when nothing can happen any more.
   bool Pump(std::chrono::milliseconds timeout) {
-    pollfd fds[3] = {
-        {proc_.stdout_fd, POLLIN, 0}, {proc_.stderr_fd, POLLIN, 0}, {proc_.pidfd, POLLIN, 0}};
-    if (proc_.stdout_fd < 0 && proc_.stderr_fd < 0) return false;
+    pollfd fds[3] = {{proc_.stdout_fd.get(), POLLIN, 0},
+                     {proc_.stderr_fd.get(), POLLIN, 0},
+                     {proc_.pidfd.get(), POLLIN, 0}};
+    if (!proc_.stdout_fd && !proc_.stderr_fd) return false;
     int n = ::poll(fds, 3, static_cast<int>(timeout.count()));
     if (n <= 0) return false;
     bool progressed = false;
     for (int i = 0; i < 2; ++i) {
-      int& fd = i == 0 ? proc_.stdout_fd : proc_.stderr_fd;
-      if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      launcher::UniqueFd& fd = i == 0 ? proc_.stdout_fd : proc_.stderr_fd;
+      if (!fd || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
       char buf[65536];
-      ssize_t r = ::read(fd, buf, sizeof(buf));
+      ssize_t r = ::read(fd.get(), buf, sizeof(buf));
       if (r > 0) {
         (i == 0 ? out_ : err_).Feed(std::string_view(buf, r), i == 0 ? &out_lines : &err_lines);
         progressed = true;
       } else if (r == 0) {
-        ::close(fd);
-        fd = -1;
+        fd.reset();
         progressed = true;
       }
     }

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "launcher/job.h"
+#include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
 
 namespace dlaunch::testing {

@@ -1,4 +1,4 @@
-#include "launcher/node_env.h"
+#include "launcher/job/node_env.h"
 
 #include <gtest/gtest.h>
 

@@ -197,7 +197,7 @@ TEST(PreflightSuiteTest, SingleRankRunsWithoutPeers) {
 
 TEST(PreflightSuiteTest, CoordinatorDumpCommandWritesTheFlightRecorder) {
   fs::path dir = FreshDir("dlaunch_preflight_dump");
-  std::function<void(const std::string&, const std::string&)> handler;
+  std::function<void(core::CommandKind, const std::string&)> handler;
   std::vector<std::string> events;
   bool dumped_once = false;
   PreflightContext ctx;
@@ -212,7 +212,7 @@ TEST(PreflightSuiteTest, CoordinatorDumpCommandWritesTheFlightRecorder) {
     // Mid-run, as the heartbeat thread would: ask for a dump once the suite is under way.
     if (handler && !dumped_once && s.last_completed_seq >= 0) {
       dumped_once = true;
-      handler("dump", "request");
+      handler(core::CommandKind::kDump, "request");
       std::ifstream f(dir / "rank0" / "flight.json");
       ASSERT_TRUE(f.good());
       EXPECT_EQ("request", nlohmann::json::parse(f)["reason"]);
@@ -227,8 +227,8 @@ TEST(PreflightSuiteTest, CoordinatorDumpCommandWritesTheFlightRecorder) {
   EXPECT_TRUE(saw_request);
   // After the suite the handler is inert: the communicator is gone.
   ASSERT_TRUE(handler);
-  handler("dump", "late");
-  handler("abort", "");
+  handler(core::CommandKind::kDump, "late");
+  handler(core::CommandKind::kAbort, "");
   std::ifstream f(dir / "rank0" / "flight.json");
   EXPECT_EQ("exit", nlohmann::json::parse(f)["reason"]);
 }

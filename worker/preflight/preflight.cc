@@ -96,12 +96,12 @@ struct CommandTarget {
   std::string flight_path;
   std::function<void(const std::string&, const std::string&)> report_event;
 
-  void Handle(const std::string& command, const std::string& reason) {
+  void Handle(core::CommandKind command, const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu);
     if (comm == nullptr) return;
-    if (command == "abort") {
+    if (command == core::CommandKind::kAbort) {
       comm->Abort();
-    } else if (command == "dump" && !flight_path.empty()) {
+    } else if (command == core::CommandKind::kDump && !flight_path.empty()) {
       try {
         comm->flight_recorder().DumpJson(flight_path, reason.empty() ? "request" : reason);
         if (report_event) {
@@ -252,7 +252,7 @@ int Suite::Run() {
   holder->flight_path = flight_path;
   holder->report_event = ctx_.report_event;
   if (ctx_.set_command_handler) {
-    ctx_.set_command_handler([holder](const std::string& command, const std::string& reason) {
+    ctx_.set_command_handler([holder](core::CommandKind command, const std::string& reason) {
       holder->Handle(command, reason);
     });
   }

@@ -30,11 +30,11 @@ struct PreflightContext {
   std::function<void(const std::string& kind, const std::string& json)> report_event;
   // Optional; called between steps, does not need to be fast to deliver.
   std::function<void(const core::RankStatus&)> report_status;
-  // Optional. The suite hands over a handler for the coordinator's commands ("dump": write the
-  // flight recorder to rank_dir/flight.json with the given reason; "abort": abort the
+  // Optional. The suite hands over a handler for the coordinator's commands (kDump: write the
+  // flight recorder to rank_dir/flight.json with the given reason; kAbort: abort the
   // communicator); the worker wires it to Runtime::OnCommand. The handler may be called from any
   // thread at any time, also after RunPreflight returned (it then does nothing).
-  std::function<void(std::function<void(const std::string& command, const std::string& reason)>)>
+  std::function<void(std::function<void(core::CommandKind command, const std::string& reason)>)>
       set_command_handler;
 };
 

@@ -31,9 +31,9 @@ struct TrainContext {
   // Must not block: the status goes out with the next heartbeat.
   std::function<void(const std::function<void(core::RankStatus&)>&)> update_status;
   // Optional, as in PreflightContext: the trainer hands over its handler for the coordinator's
-  // commands ("dump": write the flight recorder to rank_dir/flight.json; "abort": abort the
+  // commands (kDump: write the flight recorder to rank_dir/flight.json; kAbort: abort the
   // communicator). It may be called from any thread, also after RunTrain returned.
-  std::function<void(std::function<void(const std::string& command, const std::string& reason)>)>
+  std::function<void(std::function<void(core::CommandKind command, const std::string& reason)>)>
       set_command_handler;
 };
 

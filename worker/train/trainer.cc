@@ -261,12 +261,12 @@ void Trainer::Setup() {
     // A weak reference: the launcher may ask for a dump after training ended.
     std::weak_ptr<core::Communicator> weak = comm_;
     ctx_.set_command_handler(
-        [weak, path = co.flight_dump_path](const std::string& command, const std::string& reason) {
+        [weak, path = co.flight_dump_path](core::CommandKind command, const std::string& reason) {
           auto comm = weak.lock();
           if (!comm) return;
           try {
-            if (command == "dump") comm->flight_recorder().DumpJson(path, reason);
-            if (command == "abort") comm->Abort();
+            if (command == core::CommandKind::kDump) comm->flight_recorder().DumpJson(path, reason);
+            if (command == core::CommandKind::kAbort) comm->Abort();
           } catch (const std::exception&) {
             // A dump that cannot be written must not take the rank down.
           }

@@ -1,4 +1,4 @@
-#include "launcher/live_job.h"
+#include "launcher/job/live_job.h"
 
 #include "core/telemetry.h"
 

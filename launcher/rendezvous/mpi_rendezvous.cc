@@ -1,4 +1,4 @@
-#include "launcher/mpi_rendezvous.h"
+#include "launcher/rendezvous/mpi_rendezvous.h"
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include "launcher/log_capture.h"
+#include "launcher/supervision/log_capture.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/process_spawner.h"
+#include "launcher/supervision/process_spawner.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -28,10 +28,12 @@ class ForkExecSpawner : public ProcessSpawner {
     for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
 
-    int out[2], err[2], status[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
-        ::pipe2(status, O_CLOEXEC) != 0) {
-      Fail("pipe");
+    UniqueFd out[2], err[2], status[2];
+    for (UniqueFd* pipe : {out, err, status}) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) Fail("pipe");
+      pipe[0].reset(fds[0]);
+      pipe[1].reset(fds[1]);
     }
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
@@ -49,39 +51,36 @@ class ForkExecSpawner : public ProcessSpawner {
       }
       int devnull = ::open("/dev/null", O_RDONLY);
       if (devnull >= 0) ::dup2(devnull, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
+      ::dup2(out[1].get(), 1);
+      ::dup2(err[1].get(), 2);
       ::execve(argv[0], argv.data(), envp.data());
       int e = errno;
-      (void)!::write(status[1], &e, sizeof(e));
+      (void)!::write(status[1].get(), &e, sizeof(e));
       ::_exit(127);
     }
     // Also from the parent, so the group exists before anyone signals it.
     ::setpgid(pid, pid);
-    ::close(out[1]);
-    ::close(err[1]);
-    ::close(status[1]);
+    out[1].reset();
+    err[1].reset();
+    status[1].reset();
     int exec_errno = 0;
     ssize_t n;
     do {
-      n = ::read(status[0], &exec_errno, sizeof(exec_errno));
+      n = ::read(status[0].get(), &exec_errno, sizeof(exec_errno));
     } while (n < 0 && errno == EINTR);
-    ::close(status[0]);
     if (n == sizeof(exec_errno)) {
       ::waitpid(pid, nullptr, 0);
-      ::close(out[0]);
-      ::close(err[0]);
       throw Error(ErrorKind::kInvalidArgument,
                   "cannot run " + spec.argv[0] + ": " + std::strerror(exec_errno));
     }
     SpawnedProcess p;
     p.pid = pid;
-    p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (p.pidfd < 0) Fail("pidfd_open");
-    p.stdout_fd = out[0];
-    p.stderr_fd = err[0];
-    ::fcntl(p.stdout_fd, F_SETFL, O_NONBLOCK);
-    ::fcntl(p.stderr_fd, F_SETFL, O_NONBLOCK);
+    p.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (!p.pidfd) Fail("pidfd_open");
+    p.stdout_fd = std::move(out[0]);
+    p.stderr_fd = std::move(err[0]);
+    ::fcntl(p.stdout_fd.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(p.stderr_fd.get(), F_SETFL, O_NONBLOCK);
     return p;
   }
 

@@ -1,4 +1,4 @@
-#include "launcher/report.h"
+#include "launcher/job/report.h"
 
 #include <signal.h>
 
@@ -17,6 +17,49 @@ std::string SignalName(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
+
+const char* RunStateName(RunState state) {
+  switch (state) {
+    case RunState::kRunning:
+      return "running";
+    case RunState::kOk:
+      return "ok";
+    case RunState::kFailed:
+      return "failed";
+    case RunState::kKilled:
+      return "killed";
+    case RunState::kLost:
+      return "lost";
+    case RunState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+RunState StateOf(const RankOutcome& r) {
+  if (!r.exited) return RunState::kRunning;
+  if (r.ok()) return RunState::kOk;
+  return r.torn_down ? RunState::kKilled : RunState::kFailed;
+}
+
+namespace {
+
+// A node in node 0's summary: node 0 by the job's verdict, the others by what they said.
+RunState StateOf(const NodeView& n, int job_exit_code) {
+  if (n.node_rank == 0) return job_exit_code == 0 ? RunState::kOk : RunState::kFailed;
+  if (n.status && n.status->done()) {
+    return n.status->exit_code() == 0 ? RunState::kOk : RunState::kFailed;
+  }
+  return n.lost ? RunState::kLost : RunState::kUnknown;
+}
+
+// Another node's rank, as its node last reported it.
+RunState StateOf(const v1::RankExit& r, bool node_lost) {
+  if (!r.exited()) return node_lost ? RunState::kLost : RunState::kRunning;
+  return r.signal() == 0 && r.exit_code() == 0 ? RunState::kOk : RunState::kFailed;
+}
+
+}  // namespace
 
 std::string DescribeExit(const RankOutcome& o) {
   if (!o.exited) return "still running";
@@ -77,7 +120,7 @@ void WriteSummary(const std::string& path, const SummaryInfo& info,
   if (!info.error.empty()) j["error"] = info.error;
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : ranks) {
-    std::string status = !r.exited ? "running" : r.ok() ? "ok" : r.torn_down ? "killed" : "failed";
+    const char* status = RunStateName(StateOf(r));
     nlohmann::json rank = {{"rank", r.rank},           {"local_rank", r.local_rank},
                            {"host", info.host},        {"pid", r.pid},
                            {"status", status},         {"start_unix_ms", r.start_unix_ms},
@@ -96,11 +139,9 @@ void WriteSummary(const std::string& path, const SummaryInfo& info,
   if (!info.nodes.empty()) j["nodes"] = nlohmann::json::array();
   for (const auto& n : info.nodes) {
     const bool done = n.status && n.status->done();
-    std::string status = n.node_rank == 0 ? (info.exit_code == 0 ? "ok" : "failed")
-                         : done           ? (n.status->exit_code() == 0 ? "ok" : "failed")
-                         : n.lost         ? "lost"
-                                          : "unknown";
-    nlohmann::json node = {{"node_rank", n.node_rank}, {"host", n.host}, {"status", status}};
+    nlohmann::json node = {{"node_rank", n.node_rank},
+                           {"host", n.host},
+                           {"status", RunStateName(StateOf(n, info.exit_code))}};
     if (done) node["exit_code"] = n.status->exit_code();
     if (done && !n.status->message().empty()) node["error"] = n.status->message();
     j["nodes"].push_back(node);
@@ -110,9 +151,7 @@ void WriteSummary(const std::string& path, const SummaryInfo& info,
                              {"host", n.host},
                              {"node_rank", n.node_rank},
                              {"pid", r.pid()},
-                             {"status", !r.exited() ? (n.lost ? "lost" : "running")
-                                        : r.signal() == 0 && r.exit_code() == 0 ? "ok"
-                                                                                : "failed"}};
+                             {"status", RunStateName(StateOf(r, n.lost))}};
       if (r.exited()) {
         rank["exit_code"] = r.signal() ? -r.signal() : r.exit_code();
         if (r.signal()) rank["signal"] = SignalName(r.signal());

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/coordinator.h"
 #include "launcher/diagnose/job_view.h"
-#include "launcher/supervisor.h"
+#include "launcher/rendezvous/coordinator.h"
+#include "launcher/supervision/supervisor.h"
 
 namespace dlaunch::launcher {
 

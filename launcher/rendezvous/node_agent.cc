@@ -1,4 +1,4 @@
-#include "launcher/node_agent.h"
+#include "launcher/rendezvous/node_agent.h"
 
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>

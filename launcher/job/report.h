@@ -4,13 +4,20 @@
 #include <string>
 #include <vector>
 
-#include "launcher/coordinator.h"
-#include "launcher/supervisor.h"
+#include "launcher/rendezvous/node_roster.h"
+#include "launcher/supervision/supervisor.h"
 
 namespace dlaunch::launcher {
 
 // "SIGKILL" for 9; "signal 64" for names it does not know.
 std::string SignalName(int sig);
+
+// A rank's or node's state in summary.json.
+enum class RunState { kRunning, kOk, kFailed, kKilled, kLost, kUnknown };
+// "running", "ok", "failed", "killed" (by the teardown), "lost", "unknown".
+const char* RunStateName(RunState state);
+// A rank of this node: running until it exited, then ok, failed, or killed by the teardown.
+RunState StateOf(const RankOutcome& outcome);
 
 // "exit code 3" or "signal SIGKILL (9)".
 std::string DescribeExit(const RankOutcome& outcome);

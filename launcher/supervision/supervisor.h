@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/process_spawner.h"
+#include "launcher/supervision/process_spawner.h"
+#include "launcher/supervision/unique_fd.h"
 
 namespace dlaunch::launcher {
 
@@ -83,9 +84,16 @@ class Supervisor {
   std::vector<LiveRank> Live() const;
 
  private:
+  class Attempt;  // one Run: its ranks, descriptors and event loop
+
+  // The Attempt's updates of live_, by rank index.
+  void SetLive(size_t index, const LiveRank& live);
+  void TouchLive(size_t index);
+  void MarkExited(size_t index);
+
   ProcessSpawner* spawner_;
   SupervisorOptions options_;
-  int stop_fd_ = -1;
+  UniqueFd stop_fd_;
   std::mutex stop_mu_;
   std::optional<int> stop_code_;
   std::string stop_reason_;

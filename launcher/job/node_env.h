@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/job/job_plan.h"
 #include "launcher/options.h"
 
 namespace dlaunch::launcher {
@@ -24,5 +25,19 @@ std::vector<std::string> ExpandSlurmNodelist(const std::string& list);
 
 // The process environment as a map.
 std::map<std::string, std::string> CurrentEnv();
+
+// This node's role, token and TLS files: applies the scheduler's environment to `o`, reads the
+// token file, and under mpirun without --rdzv-endpoint agrees on node 0's address over MPI
+// (blocking until every launcher has called it). Throws UsageError for what is missing or wrong.
+NodeSetup ResolveNodeSetup(LaunchOptions* o);
+
+// host:port -> {host, port}; throws UsageError naming --rdzv-endpoint.
+std::pair<std::string, int> SplitEndpoint(const std::string& endpoint);
+
+// This machine's host name.
+std::string Hostname();
+
+// "20261201-103000-ab12": the local time and two random bytes.
+std::string NewRunId();
 
 }  // namespace dlaunch::launcher

@@ -1,11 +1,38 @@
-#include "launcher/node_env.h"
+#include "launcher/job/node_env.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <ctime>
+#include <random>
 
 #include "core/error.h"
+#include "launcher/rendezvous/mpi_rendezvous.h"
+#include "launcher/rendezvous/ports.h"
 
 extern char** environ;
 
 namespace dlaunch::launcher {
 namespace {
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xff;
+    s += kHex[v >> 4];
+    s += kHex[v & 15];
+  }
+  return s;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
 
 int ToInt(const std::map<std::string, std::string>& env, const char* key) {
   auto it = env.find(key);
@@ -128,6 +155,90 @@ std::map<std::string, std::string> CurrentEnv() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
+}
+
+std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
+  size_t colon = endpoint.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      size_t used = 0;
+      port = std::stoi(endpoint.substr(colon + 1), &used);
+      if (used != endpoint.size() - colon - 1) port = -1;
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (port <= 0 || port > 65535) {
+    throw UsageError("--rdzv-endpoint must be host:port (got '" + endpoint + "')");
+  }
+  return {endpoint.substr(0, colon), port};
+}
+
+std::string Hostname() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+std::string NewRunId() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  return std::string(buf) + "-" + RandomHex(2);
+}
+
+NodeSetup ResolveNodeSetup(LaunchOptions* o) {
+  NodeSetup setup;
+  const std::string engine = ApplySchedulerEnv(CurrentEnv(), o);
+  if (o->node_rank < 0 || o->node_rank >= o->nnodes) {
+    throw UsageError("node rank " + std::to_string(o->node_rank) + " is outside [0, " +
+                     std::to_string(o->nnodes) + ")" +
+                     (engine.empty() ? "" : " (from " + engine + ")"));
+  }
+  setup.tls = {o->tls_ca, o->tls_cert, o->tls_key};
+  if (o->nnodes == 1) {
+    if (setup.tls.enabled()) throw UsageError("--tls-* options are for multi-node launches");
+    setup.role = NodeRoleKind::kSingleNode;
+    setup.token = RandomHex(16);
+    return setup;
+  }
+  setup.role = o->node_rank == 0 ? NodeRoleKind::kCoordinatorHost : NodeRoleKind::kJoiningNode;
+  if (o->max_restarts > 0) {
+    throw UsageError("--max-restarts is not available for multi-node launches yet");
+  }
+  if (!o->token_file.empty()) {
+    setup.token = Trim(core::ReadWholeFile(o->token_file, "--token-file"));
+  } else if (const char* t = std::getenv("DLAUNCH_JOB_TOKEN"); t && *t) {
+    setup.token = t;
+  }
+  if (setup.token.size() < 16) {
+    throw UsageError(
+        "multi-node launches need a shared job token of at least 16 characters: "
+        "--token-file FILE or DLAUNCH_JOB_TOKEN, the same on every node");
+  }
+  if (setup.tls.enabled() &&
+      (setup.tls.ca.empty() || setup.tls.cert.empty() || setup.tls.key.empty())) {
+    throw UsageError("TLS needs all of --tls-cert, --tls-key and --tls-ca");
+  }
+  if (o->rdzv_endpoint.empty()) {
+    if (engine != "openmpi") {
+      throw UsageError("--nnodes " + std::to_string(o->nnodes) +
+                       " needs --rdzv-endpoint host:port (node 0's address)");
+    }
+    // Node 0 proposes its own address and a free port; MPI carries it to every launcher.
+    std::string proposal;
+    if (o->node_rank == 0) {
+      proposal = (o->master_addr != "127.0.0.1" ? o->master_addr : Hostname()) + ":" +
+                 std::to_string(PickFreePort("0.0.0.0"));
+    }
+    o->rdzv_endpoint = AgreeOverMpi(proposal);
+  }
+  SplitEndpoint(o->rdzv_endpoint);
+  setup.endpoint = o->rdzv_endpoint;
+  return setup;
 }
 
 }  // namespace dlaunch::launcher

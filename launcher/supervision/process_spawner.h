@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/supervision/unique_fd.h"
+
 namespace dlaunch::launcher {
 
 struct ProcessSpec {
@@ -16,9 +18,9 @@ struct ProcessSpec {
 
 struct SpawnedProcess {
   pid_t pid = -1;
-  int pidfd = -1;      // readable once the process exited
-  int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes, non-blocking
-  int stderr_fd = -1;
+  UniqueFd pidfd;      // readable once the process exited
+  UniqueFd stdout_fd;  // read ends of the rank's stdout and stderr pipes, non-blocking
+  UniqueFd stderr_fd;
 };
 
 class ProcessSpawner {

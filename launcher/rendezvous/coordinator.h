@@ -17,6 +17,7 @@
 #include "core/coordinator_client.h"
 #include "core/store.h"
 #include "dlaunch.pb.h"
+#include "launcher/rendezvous/node_roster.h"
 
 namespace grpc {
 class Server;
@@ -34,6 +35,20 @@ struct CoordinatorConfig {
   std::string run_id;
   std::string run_dir;
   std::chrono::milliseconds rdzv_timeout{300000};
+  std::chrono::milliseconds node_heartbeat_timeout{30000};  // a silent node counts as lost
+};
+
+// The coordinator's notices to the job. Called on a gRPC thread (or the thread that called
+// CheckNodes); must not block.
+class CoordinatorListener {
+ public:
+  virtual ~CoordinatorListener() = default;
+  // A rank reported an event.
+  virtual void OnRankEvent(const v1::Event& event) = 0;
+  // The rank rendezvous of this attempt timed out; once per attempt. `message` names the absent.
+  virtual void OnRendezvousTimeout(const std::string& message) = 0;
+  // A node failed or is lost; once per node.
+  virtual void OnNodeFault(const NodeFault& fault) = 0;
 };
 
 // What the coordinator knows of one rank, for the supervisor and the hang monitor.
@@ -44,17 +59,6 @@ struct RankView {
   std::optional<v1::RankStatus> status;
   int64_t last_heartbeat_unix_ms = 0;
   int64_t last_progress_unix_ms = 0;  // last time step or completed seq moved
-};
-
-// What the coordinator knows of one node (multi-node jobs; node 0 is the coordinator's own).
-struct NodeView {
-  int node_rank = -1;
-  std::string host;
-  std::string doctor_json;
-  bool streaming = false;
-  bool lost = false;  // its stream ended before it said it was done
-  int64_t last_heartbeat_unix_ms = 0;
-  std::optional<v1::NodeStatus> status;
 };
 
 class CoordinatorHandler {
@@ -86,8 +90,8 @@ class CoordinatorHandler {
   // Blocks until rank's latest heartbeat satisfies `pred`, at most `timeout`; false on timeout.
   bool WaitForStatus(int rank, const std::function<bool(const v1::RankStatus&)>& pred,
                      std::chrono::milliseconds timeout);
-  // Called on a gRPC thread for each event and for a failed rendezvous; must not block.
-  void SetEventListener(std::function<void(const v1::Event&)> listener);
+  // Where the notices go; `listener` outlives the handler's service (nullptr: nowhere).
+  void SetListener(CoordinatorListener* listener);
 
   const CoordinatorConfig& config() const { return config_; }
 
@@ -99,20 +103,28 @@ class CoordinatorHandler {
   v1::NodeResponse RegisterNode(const v1::NodeRequest& req);
   // Blocks like RegisterNode, for node 0's launcher; returns the absent node ranks.
   std::vector<int> WaitForNodes();
-  // Do not block. Events "node_failed" and "node_lost" go to the event listener.
+  // Do not block. A node that fails or is lost goes to the listener's OnNodeFault.
   void OnNodeStatus(const v1::NodeStatus& status);
   void OnNodeStreamOpened(int node, std::function<bool(const v1::Command&)> send);
   void OnNodeStreamClosed(int node);
+  // Does not block: tells the listener of nodes silent past node_heartbeat_timeout.
+  void CheckNodes();
   int BroadcastToNodes(const v1::Command& command);
-  // Blocks until every agent node said it is done; returns "" when all succeeded, else the first
-  // failure or loss (a node silent for `heartbeat_timeout` counts as lost).
-  std::string WaitForNodesDone(std::chrono::milliseconds heartbeat_timeout);
+  // Blocks until every agent node said it is done; returns the first node that failed or was
+  // lost meanwhile, nullopt when all succeeded.
+  std::optional<NodeFault> WaitForNodesDone();
   std::vector<NodeView> Nodes() const;
   // Writes an agent's chunk into <run_dir>/rank<R>/<name>. Throws Error(kInvalidArgument) for a
   // rank outside the world or a name that leaves the rank's folder.
   void WriteFileChunk(const v1::FileChunk& chunk);
 
  private:
+  using Senders = std::map<int, std::function<bool(const v1::Command&)>>;
+  // Sends `command` down every stream in `which` (ranks' or nodes'), outside the lock.
+  int SendToAll(Senders CoordinatorHandler::*which, const v1::Command& command);
+  // Unlocks `lock`, then tells the listener of `faults`.
+  void Notify(std::unique_lock<std::mutex>& lock, const std::vector<NodeFault>& faults);
+
   CoordinatorConfig config_;
   mutable std::mutex mu_;
   std::condition_variable registered_cv_;
@@ -121,12 +133,12 @@ class CoordinatorHandler {
   std::map<int, v1::RegisterRequest> registered_;
   std::shared_ptr<core::Store> store_;
   std::map<int, RankView> ranks_;
-  std::map<int, std::function<bool(const v1::Command&)>> senders_;
-  std::function<void(const v1::Event&)> listener_;
+  Senders senders_;
+  CoordinatorListener* listener_ = nullptr;
   bool rdzv_failure_reported_ = false;
   std::condition_variable nodes_cv_;
-  std::map<int, NodeView> nodes_;
-  std::map<int, std::function<bool(const v1::Command&)>> node_senders_;
+  NodeRoster nodes_;
+  Senders node_senders_;
   std::mutex files_mu_;
 };
 

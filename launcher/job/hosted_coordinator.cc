@@ -1,0 +1,91 @@
+#include "launcher/job/hosted_coordinator.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/exit_codes.h"
+#include "core/runtime.h"
+#include "core/telemetry.h"
+#include "launcher/diagnose/diagnose.h"
+
+namespace dlaunch::launcher {
+
+HostedCoordinator::HostedCoordinator(CoordinatorConfig config, const std::string& listen,
+                                     const core::TlsFiles& tls)
+    : handler_(std::move(config)) {
+  handler_.SetListener(this);
+  server_ = std::make_unique<CoordinatorServer>(&handler_, listen, tls);
+}
+
+HostedCoordinator::~HostedCoordinator() {
+  Shutdown();
+  handler_.SetListener(nullptr);
+}
+
+void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    supervisor_ = supervisor;
+  }
+  // Node 0 watches every rank for stalls: heartbeats of linked ranks, output of the others.
+  view_ = std::make_unique<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
+  HangMonitor::Options ho;
+  ho.hang_timeout = plan.options().hang_timeout;
+  ho.heartbeat_timeout = plan.options().heartbeat_timeout;
+  monitor_ = std::make_unique<HangMonitor>(*view_, ho);
+}
+
+void HostedCoordinator::Tick() {
+  if (!monitor_) return;
+  if (auto d = monitor_->Poll(core::UnixMillis())) {
+    hang_diagnosed_ = true;
+    std::cerr << FormatDiagnosis(*d) << std::flush;
+    supervisor_->RequestStop(kExitHang, d->headline);
+  }
+}
+
+std::string HostedCoordinator::RankError(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rank_errors_.find(rank);
+  return it == rank_errors_.end() ? "" : it->second;
+}
+
+void HostedCoordinator::Reset() {
+  handler_.Reset();
+  if (monitor_) monitor_->Reset();
+  hang_diagnosed_ = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  rank_errors_.clear();
+}
+
+void HostedCoordinator::Shutdown() {
+  if (server_) server_->Shutdown();
+}
+
+void HostedCoordinator::OnRankEvent(const v1::Event& event) {
+  const auto kind = static_cast<core::EventKind>(event.kind());
+  if (kind != core::EventKind::kError && kind != core::EventKind::kTimeout &&
+      kind != core::EventKind::kOom) {
+    return;
+  }
+  auto body = nlohmann::json::parse(event.json(), nullptr, false);
+  const std::string name = core::EventKindName(kind);
+  std::string message = body.is_object() ? body.value("message", name) : event.json();
+  std::lock_guard<std::mutex> lock(mu_);
+  rank_errors_.emplace(event.rank(), name + ": " + message);
+}
+
+void HostedCoordinator::OnRendezvousTimeout(const std::string& message) {
+  std::cerr << "dlaunch: " << message << std::endl;
+}
+
+void HostedCoordinator::OnNodeFault(const NodeFault& fault) {
+  Supervisor* supervisor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    supervisor = supervisor_;
+  }
+  if (supervisor) supervisor->RequestStop(kExitRankFailed, fault.message);
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,55 @@
+// The coordinator as node 0's launcher hosts it (single-node and coordinator-host roles): the
+// service, the notices it turns into stops and rank errors, and the hang monitor over the job.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "launcher/diagnose/hang_monitor.h"
+#include "launcher/job/job_plan.h"
+#include "launcher/job/live_job.h"
+#include "launcher/rendezvous/coordinator.h"
+#include "launcher/supervision/supervisor.h"
+
+namespace dlaunch::launcher {
+
+class HostedCoordinator : public CoordinatorListener {
+ public:
+  // Starts serving on `listen` ("127.0.0.1:0": a free loopback port). Throws UsageError when it
+  // cannot listen there.
+  HostedCoordinator(CoordinatorConfig config, const std::string& listen, const core::TlsFiles& tls);
+  ~HostedCoordinator() override;
+
+  int port() const { return server_->port(); }
+  CoordinatorHandler& handler() { return handler_; }
+
+  // From now on notices stop `supervisor`, and the hang monitor watches every rank of `plan`.
+  void Watch(const JobPlan& plan, Supervisor* supervisor);
+  // On the supervisor's tick: a diagnosed hang is printed and stops the attempt (exit code 3).
+  void Tick();
+  bool hang_diagnosed() const { return hang_diagnosed_; }
+  // The first error, timeout or oom rank `rank` reported in this attempt ("kind: message").
+  std::string RankError(int rank);
+  // Forgets the attempt: registrations, store, errors, the monitor's clocks.
+  void Reset();
+  // Blocks until in-flight calls end (at most 500 ms).
+  void Shutdown();
+
+  void OnRankEvent(const v1::Event& event) override;
+  void OnRendezvousTimeout(const std::string& message) override;
+  void OnNodeFault(const NodeFault& fault) override;
+
+ private:
+  CoordinatorHandler handler_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::mutex mu_;
+  Supervisor* supervisor_ = nullptr;
+  std::map<int, std::string> rank_errors_;
+  std::unique_ptr<LiveJobView> view_;
+  std::unique_ptr<HangMonitor> monitor_;
+  bool hang_diagnosed_ = false;
+};
+
+}  // namespace dlaunch::launcher

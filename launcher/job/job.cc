@@ -1,0 +1,29 @@
+#include "launcher/job/job.h"
+
+#include "launcher/builtins.h"
+#include "launcher/job/job_agent.h"
+#include "launcher/job/job_plan.h"
+#include "launcher/job/node_env.h"
+#include "launcher/job/node_roles.h"
+#include "launcher/job/rank_program.h"
+
+namespace dlaunch::launcher {
+
+int RunJob(const LaunchOptions& options, const std::string& self_exe) {
+  // Everything that can be wrong with the input fails here, before any rank.
+  LaunchOptions o = options;
+  std::vector<std::string> argv = RankArgv(o, self_exe);
+  const NodeSetup setup = ResolveNodeSetup(&o);
+  const std::string host = Hostname();
+  std::unique_ptr<NodeRole> role = MakeNodeRole(o, setup, host);
+  const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
+  if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
+
+  const JobIdentity identity = role->Prepare();
+  const JobPlan plan(o, setup, identity, std::move(argv), CurrentEnv());
+  CreateRunDirectories(plan);
+  auto spawner = MakeForkExecSpawner();
+  return JobAgent(plan, role.get(), host).Run(spawner.get());
+}
+
+}  // namespace dlaunch::launcher

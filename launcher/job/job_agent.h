@@ -1,0 +1,35 @@
+// The loop every node runs, torchrun's agent in shape: attempt -> monitor -> restart, with the
+// node role doing what differs between nodes and the plan deciding what each attempt runs.
+#pragma once
+
+#include <string>
+
+#include "launcher/job/job_plan.h"
+#include "launcher/job/node_roles.h"
+#include "launcher/supervision/process_spawner.h"
+
+namespace dlaunch::launcher {
+
+class JobAgent {
+ public:
+  // `role` has been prepared (its identity is the plan's) and outlives the agent.
+  JobAgent(const JobPlan& plan, NodeRole* role, std::string host);
+
+  // Blocks until the last attempt ended; returns dlaunch's exit code. Throws Error when a rank
+  // cannot be started.
+  int Run(ProcessSpawner* spawner);
+
+ private:
+  // The attempt's verdict on this node; prints its root cause or stop reason.
+  AttemptReport Judge(int attempt, AttemptResult result);
+
+  const JobPlan& plan_;
+  NodeRole* role_;
+  std::string host_;
+};
+
+// Creates --log-dir, the run directory and this node's rank directories. Throws UsageError
+// naming the one that cannot be used.
+void CreateRunDirectories(const JobPlan& plan);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,100 @@
+#include "launcher/job/job_plan.h"
+
+#include <filesystem>
+
+namespace dlaunch::launcher {
+
+namespace fs = std::filesystem;
+
+JobPlan::JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
+                 std::vector<std::string> argv, std::map<std::string, std::string> launcher_env)
+    : options_(std::move(options)),
+      node_(std::move(node)),
+      identity_(std::move(identity)),
+      argv_(std::move(argv)),
+      launcher_env_(std::move(launcher_env)),
+      run_dir_(options_.log_dir + "/" + identity_.run_id) {
+  for (int local = 0; local < options_.nproc; ++local) {
+    const int rank = options_.node_rank * options_.nproc + local;
+    ranks_.push_back(RankSlot{rank, local, run_dir_ + "/rank" + std::to_string(rank)});
+  }
+  common_ = CommonVariables();
+}
+
+std::string JobPlan::summary_path() const {
+  if (node_.role == NodeRoleKind::kJoiningNode) {
+    return run_dir_ + "/summary.node" + std::to_string(options_.node_rank) + ".json";
+  }
+  return run_dir_ + "/summary.json";
+}
+
+std::map<std::string, std::string> JobPlan::CommonVariables() const {
+  const LaunchOptions& o = options_;
+  const int world = world_size();
+  std::map<std::string, std::string> v = {
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"MASTER_ADDR", identity_.master_addr},
+      {"MASTER_PORT", std::to_string(identity_.master_port)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", identity_.run_id},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"DLAUNCH_COORDINATOR", identity_.coordinator},
+      {"DLAUNCH_JOB_TOKEN", node_.token},
+      {"DLAUNCH_RUN_ID", identity_.run_id},
+      {"DLAUNCH_RUN_DIR", run_dir_},
+      {"DLAUNCH_RDZV_TIMEOUT", std::to_string(o.rdzv_timeout.count() / 1000)},
+      {"DLAUNCH_HEARTBEAT_MS", std::to_string(o.heartbeat_interval.count())},
+  };
+  if (node_.tls.enabled()) {
+    // Ranks may change directory before they connect.
+    v["DLAUNCH_TLS_CA"] = fs::absolute(node_.tls.ca).string();
+    v["DLAUNCH_TLS_CERT"] = fs::absolute(node_.tls.cert).string();
+    v["DLAUNCH_TLS_KEY"] = fs::absolute(node_.tls.key).string();
+  }
+  auto inherited = [&](const char* name) {
+    auto it = launcher_env_.find(name);
+    return it != launcher_env_.end() && !it->second.empty();
+  };
+  if (o.nproc > 1 && !inherited("OMP_NUM_THREADS")) v["OMP_NUM_THREADS"] = "1";
+  if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) v["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  if (!o.nccl_debug.empty()) v["NCCL_DEBUG"] = o.nccl_debug;
+  if (!o.nccl_socket_ifname.empty()) {
+    v["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
+    v["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
+  }
+  for (const auto& [k, val] : o.env) v[k] = val;
+  return v;
+}
+
+std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, int attempt) const {
+  auto v = common_;
+  v["RANK"] = v["ROLE_RANK"] = std::to_string(slot.rank);
+  v["LOCAL_RANK"] = std::to_string(slot.local_rank);
+  v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+  v["TORCHELASTIC_ERROR_FILE"] = slot.dir + "/torch_error.json";
+  v["DLAUNCH_RANK_DIR"] = slot.dir;
+  if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = slot.dir + "/nccl.log";
+  return v;
+}
+
+std::vector<std::string> JobPlan::RankEnvironment(const RankSlot& slot, int attempt) const {
+  const auto job = JobVariables(slot, attempt);
+  std::vector<std::string> env;
+  for (const auto& [k, v] : launcher_env_)
+    if (!job.count(k)) env.push_back(k + "=" + v);
+  for (const auto& [k, v] : job) env.push_back(k + "=" + v);
+  return env;
+}
+
+bool JobPlan::ShouldRestart(int attempt, int exit_code, bool interrupted, bool stopped) const {
+  if (exit_code == 0 || interrupted) return false;
+  if (stopped && options_.on_hang != "restart") return false;
+  return attempt < options_.max_restarts;
+}
+
+}  // namespace dlaunch::launcher

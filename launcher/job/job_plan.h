@@ -1,0 +1,87 @@
+// What one node of a job runs, decided before any rank starts: its role, its ranks, their
+// directories and environment, and when a failed attempt is restarted. Pure: no files, processes
+// or network, so it is tested on its own; the agent and the node roles carry it out.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/coordinator_client.h"
+#include "launcher/options.h"
+
+namespace dlaunch::launcher {
+
+enum class NodeRoleKind {
+  kSingleNode,       // the whole job on this machine: coordinator on loopback
+  kCoordinatorHost,  // node 0 of several: hosts the coordinator every node reaches
+  kJoiningNode,      // node 1..N-1: joins node 0's coordinator
+};
+
+// Where this node stands, resolved from the command line and the scheduler's environment.
+struct NodeSetup {
+  NodeRoleKind role = NodeRoleKind::kSingleNode;
+  std::string endpoint;  // node 0's coordinator, host:port (multi-node)
+  std::string token;     // the job token every rank and node presents
+  core::TlsFiles tls;
+};
+
+// What the rendezvous fixed for the whole job: node 0 decides, the other nodes learn it.
+struct JobIdentity {
+  std::string run_id;
+  std::string master_addr;
+  int master_port = 0;
+  std::string coordinator;  // host:port where ranks reach the coordinator
+};
+
+// One rank this node runs.
+struct RankSlot {
+  int rank = 0;
+  int local_rank = 0;
+  std::string dir;  // <run_dir>/rank<R>
+};
+
+class JobPlan {
+ public:
+  // `argv`: what each rank runs (checked already). `launcher_env`: dlaunch's own environment,
+  // which ranks inherit under the job's variables.
+  JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
+          std::vector<std::string> argv, std::map<std::string, std::string> launcher_env);
+
+  const LaunchOptions& options() const { return options_; }
+  const NodeSetup& node() const { return node_; }
+  const JobIdentity& identity() const { return identity_; }
+  bool multi_node() const { return node_.role != NodeRoleKind::kSingleNode; }
+  bool hosts_coordinator() const { return node_.role != NodeRoleKind::kJoiningNode; }
+  int world_size() const { return options_.nproc * options_.nnodes; }
+
+  const std::string& run_dir() const { return run_dir_; }
+  // This node's ranks, by local rank.
+  const std::vector<RankSlot>& ranks() const { return ranks_; }
+  // Node 0 writes summary.json; the other nodes their own summary.node<N>.json.
+  std::string summary_path() const;
+
+  // The variables dlaunch sets for `slot` in attempt `attempt` (torchrun's and its own).
+  std::map<std::string, std::string> JobVariables(const RankSlot& slot, int attempt) const;
+  // The whole environment of that rank: launcher_env with JobVariables over it, KEY=VAL.
+  std::vector<std::string> RankEnvironment(const RankSlot& slot, int attempt) const;
+  const std::vector<std::string>& argv() const { return argv_; }
+
+  // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
+  // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.
+  bool ShouldRestart(int attempt, int exit_code, bool interrupted, bool stopped) const;
+
+ private:
+  std::map<std::string, std::string> CommonVariables() const;
+
+  LaunchOptions options_;
+  NodeSetup node_;
+  JobIdentity identity_;
+  std::vector<std::string> argv_;
+  std::map<std::string, std::string> launcher_env_;
+  std::string run_dir_;
+  std::vector<RankSlot> ranks_;
+  std::map<std::string, std::string> common_;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,53 @@
+// One object per node role: the single node, node 0 hosting the coordinator for other nodes, and
+// a node joining it. The job agent runs the attempts; the role does what differs between nodes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "launcher/job/job_plan.h"
+#include "launcher/job/report.h"
+#include "launcher/supervision/supervisor.h"
+
+namespace dlaunch::launcher {
+
+// What an attempt came to: on this node, then (Conclude) across the nodes.
+struct AttemptReport {
+  int attempt = 0;
+  AttemptResult result;
+  int exit_code = 0;
+  std::string error;  // one line: the root cause or the reason it stopped; "" on success
+};
+
+// The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,
+// Explain and, before a restart, Reset; Close after the last.
+class NodeRole {
+ public:
+  virtual ~NodeRole() = default;
+
+  // Before the run directory exists: the job's identity. Node 0 starts its coordinator here; a
+  // joining node blocks until node 0 lets it in (at most --rdzv-timeout). Throws UsageError.
+  virtual JobIdentity Prepare() = 0;
+  // The run directory exists and `supervisor` will run the attempts. Blocks for the node
+  // rendezvous on node 0 of several; false (the reason printed) when the job cannot start.
+  virtual bool Open(const JobPlan& plan, Supervisor* supervisor) = 0;
+  // On the supervisor's loop every tick while an attempt runs; must not block for long.
+  virtual void OnTick() = 0;
+  // The first error rank `rank` reported in this attempt, "" for none.
+  virtual std::string RankError(int rank) = 0;
+  // After this node's ranks ended: the other nodes' say in the verdict (may change the exit code
+  // and error), and what summary.json records of them. Blocks until every node is done.
+  virtual void Conclude(AttemptReport* report, SummaryInfo* summary) = 0;
+  // After summary.json was written: the failure's picture across ranks, where this node has it.
+  virtual void Explain(const AttemptReport& report) = 0;
+  // Before a restart: forget the attempt.
+  virtual void Reset() = 0;
+  // After the last attempt. Blocks at most a few seconds.
+  virtual void Close(const AttemptReport& last) = 0;
+};
+
+// The role `setup` names. Checks --master-port on node 0; throws UsageError.
+std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, const NodeSetup& setup,
+                                       const std::string& host);
+
+}  // namespace dlaunch::launcher

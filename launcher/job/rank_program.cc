@@ -1,0 +1,63 @@
+#include "launcher/job/rank_program.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "launcher/builtins.h"
+
+namespace dlaunch::launcher {
+
+std::string ResolveProgram(const std::string& program) {
+  auto check = [&](const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;
+    if (S_ISDIR(st.st_mode)) throw UsageError("program '" + path + "' is a directory");
+    if (::access(path.c_str(), X_OK) != 0) {
+      throw UsageError("program '" + path +
+                       "' is not executable (chmod +x, or run it with an "
+                       "interpreter: dlaunch ... -- python3 " +
+                       path + ")");
+    }
+    return true;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (!check(program)) throw UsageError("program '" + program + "' does not exist");
+    return program;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), F_OK) == 0 && check(candidate)) return candidate;
+    start = end + 1;
+  }
+  throw UsageError("program '" + program + "' not found in PATH");
+}
+
+std::vector<std::string> RankArgv(const LaunchOptions& o, const std::string& self_exe) {
+  if (o.command == Command::kTrain || o.command == Command::kPreflight) {
+    return BuiltinWorkerArgv(o, self_exe);
+  }
+  std::vector<std::string> argv = o.program;
+  bool python =
+      !o.no_python && argv[0].size() > 3 && argv[0].compare(argv[0].size() - 3, 3, ".py") == 0;
+  if (python) {
+    if (::access(argv[0].c_str(), R_OK) != 0) {
+      throw UsageError("script '" + argv[0] + "' does not exist or is not readable");
+    }
+    const char* py = std::getenv("DLAUNCH_PYTHON");
+    argv.insert(argv.begin(), ResolveProgram(py && *py ? py : "python3"));
+  } else {
+    argv[0] = ResolveProgram(argv[0]);
+  }
+  return argv;
+}
+
+}  // namespace dlaunch::launcher

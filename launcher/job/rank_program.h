@@ -1,0 +1,20 @@
+// The program every rank runs, found and checked before anything starts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+
+namespace dlaunch::launcher {
+
+// Finds `program` as execvp would (PATH lookup when it has no '/'). Throws UsageError when it is
+// missing or not executable.
+std::string ResolveProgram(const std::string& program);
+
+// argv of each rank: the built-in worker for train and preflight (their arguments checked), a
+// .py script under python3 (or DLAUNCH_PYTHON) unless --no-python, else the program as found.
+// Throws UsageError.
+std::vector<std::string> RankArgv(const LaunchOptions& options, const std::string& self_exe);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,363 @@
+#include "launcher/supervision/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/telemetry.h"
+#include "launcher/supervision/log_capture.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+
+sigset_t ForwardedSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kForwarded) sigaddset(&set, s);
+  return set;
+}
+
+// Event sources are told apart by the tag in epoll_data.u64: kind in the high bits, rank index
+// in the low ones.
+enum Source : uint64_t { kSignal = 1, kStop, kTick, kGrace, kPid, kOut, kErr };
+uint64_t Tag(Source s, size_t index = 0) { return (static_cast<uint64_t>(s) << 32) | index; }
+
+void ArmTimer(int fd, std::chrono::milliseconds first, std::chrono::milliseconds every) {
+  itimerspec spec{};
+  spec.it_value.tv_sec = first.count() / 1000;
+  spec.it_value.tv_nsec = (first.count() % 1000) * 1000000;
+  if (first.count() == 0) spec.it_value.tv_nsec = 1;
+  spec.it_interval.tv_sec = every.count() / 1000;
+  spec.it_interval.tv_nsec = (every.count() % 1000) * 1000000;
+  ::timerfd_settime(fd, 0, &spec, nullptr);
+}
+
+// Reads the 8-byte counter of an eventfd or timerfd so it stops being readable.
+void DrainCounter(int fd) {
+  uint64_t v;
+  (void)!::read(fd, &v, sizeof(v));
+}
+
+UniqueFd OpenLog(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd) {
+    throw Error(ErrorKind::kInvalidArgument, "cannot write " + path + ": " + std::strerror(errno));
+  }
+  return fd;
+}
+
+UniqueFd Checked(int fd, const char* what) {
+  if (fd < 0) throw Error(ErrorKind::kInternal, std::string(what) + ": " + std::strerror(errno));
+  return UniqueFd(fd);
+}
+
+// One output stream of a rank: the pipe it comes from, the log it goes to, its partial line.
+struct Stream {
+  UniqueFd* pipe = nullptr;  // into the rank's SpawnedProcess
+  UniqueFd log;
+  LineSplitter lines;
+  bool is_err = false;
+};
+
+struct Rank {
+  const RankSpec* spec = nullptr;
+  SpawnedProcess proc;
+  RankOutcome outcome;
+  Stream out, err;
+  bool console = false;
+  bool running() const { return proc.pid > 0 && !outcome.exited; }
+};
+
+}  // namespace
+
+// One Run of the supervisor: owns every descriptor it opens, so an exception closes them too.
+class Supervisor::Attempt {
+ public:
+  Attempt(Supervisor& sup, const std::vector<RankSpec>& specs)
+      : sup_(sup),
+        ep_(Checked(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")),
+        tick_fd_(Checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd")),
+        grace_fd_(
+            Checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd")),
+        ranks_(specs.size()) {
+    sigset_t sigs = ForwardedSet();
+    sig_fd_ = Checked(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
+    Watch(sig_fd_.get(), Tag(kSignal));
+    Watch(sup_.stop_fd_.get(), Tag(kStop));
+    Watch(tick_fd_.get(), Tag(kTick));
+    Watch(grace_fd_.get(), Tag(kGrace));
+    ArmTimer(tick_fd_.get(), sup_.options_.tick, sup_.options_.tick);
+    for (size_t i = 0; i < specs.size(); ++i) ranks_[i].spec = &specs[i];
+  }
+
+  // Starts every rank; when one cannot start, kills and reaps those that did, then rethrows.
+  void StartAll() {
+    try {
+      for (size_t i = 0; i < ranks_.size(); ++i) Start(i);
+    } catch (...) {
+      KillAll(SIGKILL);
+      for (auto& r : ranks_)
+        if (r.proc.pid > 0) sup_.spawner_->Reap(r.proc.pid);
+      throw;
+    }
+  }
+
+  // Blocks until every rank has exited.
+  void Loop() {
+    while (running_ > 0) {
+      epoll_event events[32];
+      int n = ::epoll_wait(ep_.get(), events, 32, -1);
+      if (n < 0 && errno == EINTR) continue;
+      for (int e = 0; e < n; ++e) Dispatch(events[e].data.u64);
+    }
+  }
+
+  // The outcomes; the pipes a grandchild may still hold are closed here, not waited for.
+  AttemptResult Finish() {
+    for (auto& r : ranks_) result_.ranks.push_back(r.outcome);
+    return std::move(result_);
+  }
+
+ private:
+  void Watch(int fd, uint64_t tag) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  void Unwatch(int fd) { ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+  void Start(size_t i) {
+    Rank& r = ranks_[i];
+    const RankSpec& spec = *r.spec;
+    const SupervisorOptions& o = sup_.options_;
+    r.console = !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank));
+    r.out.log = OpenLog(spec.rank_dir + "/stdout.log");
+    r.err.log = OpenLog(spec.rank_dir + "/stderr.log");
+    r.err.is_err = true;
+    r.outcome.rank = spec.rank;
+    r.outcome.local_rank = spec.local_rank;
+    r.outcome.start_unix_ms = core::UnixMillis();
+    r.proc = sup_.spawner_->Spawn(spec.process);
+    r.out.pipe = &r.proc.stdout_fd;
+    r.err.pipe = &r.proc.stderr_fd;
+    r.outcome.pid = r.proc.pid;
+    ++running_;
+    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, core::UnixMillis(), false});
+    Watch(r.proc.pidfd.get(), Tag(kPid, i));
+    Watch(r.proc.stdout_fd.get(), Tag(kOut, i));
+    Watch(r.proc.stderr_fd.get(), Tag(kErr, i));
+  }
+
+  void Dispatch(uint64_t tag) {
+    const auto source = static_cast<Source>(tag >> 32);
+    const size_t i = tag & 0xffffffffu;
+    switch (source) {
+      case kPid:
+        if (!ranks_[i].outcome.exited) OnExit(i);
+        break;
+      case kOut:
+        Pump(i, ranks_[i].out);
+        break;
+      case kErr:
+        Pump(i, ranks_[i].err);
+        break;
+      case kSignal:
+        OnSignals();
+        break;
+      case kStop: {
+        DrainCounter(sup_.stop_fd_.get());
+        std::lock_guard<std::mutex> lock(sup_.stop_mu_);
+        result_.stop_code = sup_.stop_code_;
+        result_.stop_reason = sup_.stop_reason_;
+        BeginTeardown();
+        break;
+      }
+      case kTick:
+        DrainCounter(tick_fd_.get());
+        if (sup_.on_tick && !tearing_down_) sup_.on_tick();
+        break;
+      case kGrace:
+        DrainCounter(grace_fd_.get());
+        KillAll(SIGKILL);
+        break;
+    }
+  }
+
+  // Copies what the pipe holds now to the log and, as whole lines, to the console.
+  void Pump(size_t i, Stream& s) {
+    Rank& r = ranks_[i];
+    if (!*s.pipe) return;
+    char buf[65536];
+    std::vector<std::string> lines;
+    bool open = true;
+    for (;;) {
+      ssize_t n = ::read(s.pipe->get(), buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // EAGAIN: drained for now
+      if (n == 0) {
+        open = false;
+        break;
+      }
+      WriteAll(s.log.get(), std::string_view(buf, n));
+      s.lines.Feed(std::string_view(buf, n), &lines);
+    }
+    if (!open || r.outcome.exited) {
+      if (auto rest = s.lines.Flush()) lines.push_back(*rest);
+    }
+    if (!lines.empty()) {
+      sup_.TouchLive(i);
+      if (r.console) {
+        const SupervisorOptions& o = sup_.options_;
+        WriteAll(s.is_err ? o.console_err : o.console_out, PrefixLines(r.spec->rank, lines));
+      }
+    }
+    if (!open) {
+      Unwatch(s.pipe->get());
+      s.pipe->reset();
+    }
+  }
+
+  void OnExit(size_t i) {
+    Rank& r = ranks_[i];
+    int status = sup_.spawner_->Reap(r.proc.pid);
+    r.outcome.exited = true;
+    r.outcome.end_unix_ms = core::UnixMillis();
+    if (WIFSIGNALED(status)) {
+      r.outcome.signal = WTERMSIG(status);
+    } else {
+      r.outcome.exit_code = WEXITSTATUS(status);
+    }
+    Unwatch(r.proc.pidfd.get());
+    r.proc.pidfd.reset();
+    // Output written before the exit is in the pipes now; take it before judging the exit.
+    Pump(i, r.out);
+    Pump(i, r.err);
+    --running_;
+    sup_.MarkExited(i);
+    // The rank's own children (a shell pipeline, python workers) go with it.
+    sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+    if (!r.outcome.ok() && !result_.first_failure && !tearing_down_) {
+      r.outcome.torn_down = false;
+      result_.first_failure = i;
+      BeginTeardown();
+    }
+  }
+
+  void OnSignals() {
+    signalfd_siginfo info;
+    while (::read(sig_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGUSR1 || sig == SIGUSR2) {
+        KillAll(sig);
+        continue;
+      }
+      if (++interrupts_ > 1) {
+        KillAll(SIGKILL);  // a second Ctrl-C means now
+        continue;
+      }
+      result_.interrupted_by = sig;
+      TearDown(sig);
+    }
+  }
+
+  // After a failure or a stop request: SIGTERM once.
+  void BeginTeardown() {
+    if (!tearing_down_) TearDown(SIGTERM);
+  }
+
+  // Sends `sig` (SIGTERM, or the signal that interrupted dlaunch) to every rank still running,
+  // and SIGKILL after the grace period.
+  void TearDown(int sig) {
+    tearing_down_ = true;
+    for (auto& r : ranks_)
+      if (r.running()) r.outcome.torn_down = true;
+    KillAll(sig);
+    ArmTimer(grace_fd_.get(), sup_.options_.grace_period, std::chrono::milliseconds(0));
+  }
+
+  void KillAll(int sig) {
+    for (auto& r : ranks_)
+      if (r.running()) sup_.spawner_->SignalGroup(r.proc.pid, sig);
+  }
+
+  Supervisor& sup_;
+  UniqueFd ep_, sig_fd_, tick_fd_, grace_fd_;
+  std::vector<Rank> ranks_;
+  size_t running_ = 0;
+  bool tearing_down_ = false;
+  int interrupts_ = 0;
+  AttemptResult result_;
+};
+
+void BlockForwardedSignals() {
+  sigset_t set = ForwardedSet();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)
+    : spawner_(spawner),
+      options_(std::move(options)),
+      stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+void Supervisor::RequestStop(int exit_code, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_code_) return;
+    stop_code_ = exit_code;
+    stop_reason_ = reason;
+  }
+  uint64_t one = 1;
+  (void)!::write(stop_fd_.get(), &one, sizeof(one));
+}
+
+std::vector<Supervisor::LiveRank> Supervisor::Live() const {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  return live_;
+}
+
+void Supervisor::SetLive(size_t index, const LiveRank& live) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_[index] = live;
+}
+
+void Supervisor::TouchLive(size_t index) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_[index].last_output_unix_ms = core::UnixMillis();
+}
+
+void Supervisor::MarkExited(size_t index) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_[index].exited = true;
+}
+
+AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_code_.reset();
+    stop_reason_.clear();
+    DrainCounter(stop_fd_.get());
+  }
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.assign(specs.size(), LiveRank{0, -1, 0, false});
+  }
+  Attempt attempt(*this, specs);
+  attempt.StartAll();
+  attempt.Loop();
+  return attempt.Finish();
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,98 @@
+// The job plan without processes: ranks, directories, environment and the restart rule.
+#include "launcher/job/job_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace dlaunch::launcher {
+namespace {
+
+LaunchOptions Options(int nproc, int nnodes = 1, int node_rank = 0) {
+  LaunchOptions o;
+  o.nproc = nproc;
+  o.nnodes = nnodes;
+  o.node_rank = node_rank;
+  o.log_dir = "/logs";
+  return o;
+}
+
+JobPlan Plan(LaunchOptions o, NodeRoleKind role = NodeRoleKind::kSingleNode,
+             std::map<std::string, std::string> env = {}) {
+  NodeSetup setup;
+  setup.role = role;
+  setup.token = "0123456789abcdef";
+  JobIdentity id{"run", "10.0.0.1", 29500, "10.0.0.1:29400"};
+  return JobPlan(std::move(o), setup, id, {"/bin/prog", "arg"}, std::move(env));
+}
+
+TEST(JobPlanTest, RanksOfAJoiningNodeFollowItsNodeRank) {
+  JobPlan plan = Plan(Options(2, 3, 1), NodeRoleKind::kJoiningNode);
+  EXPECT_EQ(plan.world_size(), 6);
+  EXPECT_TRUE(plan.multi_node());
+  EXPECT_FALSE(plan.hosts_coordinator());
+  ASSERT_EQ(plan.ranks().size(), 2u);
+  EXPECT_EQ(plan.ranks()[0].rank, 2);
+  EXPECT_EQ(plan.ranks()[1].rank, 3);
+  EXPECT_EQ(plan.ranks()[1].local_rank, 1);
+  EXPECT_EQ(plan.ranks()[1].dir, "/logs/run/rank3");
+  EXPECT_EQ(plan.run_dir(), "/logs/run");
+  EXPECT_EQ(plan.summary_path(), "/logs/run/summary.node1.json");
+  EXPECT_EQ(Plan(Options(2)).summary_path(), "/logs/run/summary.json");
+}
+
+TEST(JobPlanTest, TorchrunAndDlaunchVariables) {
+  LaunchOptions o = Options(2, 2, 1);
+  o.nccl_debug = "INFO";
+  o.env = {{"EXTRA", "1"}, {"WORLD_SIZE", "overridden by --env"}};
+  JobPlan plan = Plan(o, NodeRoleKind::kJoiningNode);
+  auto v = plan.JobVariables(plan.ranks()[1], 2);
+  EXPECT_EQ(v["RANK"], "3");
+  EXPECT_EQ(v["ROLE_RANK"], "3");
+  EXPECT_EQ(v["LOCAL_RANK"], "1");
+  EXPECT_EQ(v["GROUP_RANK"], "1");
+  EXPECT_EQ(v["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(v["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(v["WORLD_SIZE"], "overridden by --env");
+  EXPECT_EQ(v["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(v["MASTER_PORT"], "29500");
+  EXPECT_EQ(v["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(v["TORCHELASTIC_RUN_ID"], "run");
+  EXPECT_EQ(v["DLAUNCH_COORDINATOR"], "10.0.0.1:29400");
+  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"], "0123456789abcdef");
+  EXPECT_EQ(v["DLAUNCH_RANK_DIR"], "/logs/run/rank3");
+  EXPECT_EQ(v["NCCL_DEBUG_FILE"], "/logs/run/rank3/nccl.log");
+  EXPECT_EQ(v["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(v["EXTRA"], "1");
+}
+
+TEST(JobPlanTest, InheritedVariablesStayUnlessTheJobSetsThem) {
+  JobPlan plan = Plan(Options(2), NodeRoleKind::kSingleNode,
+                      {{"PATH", "/bin"}, {"RANK", "99"}, {"OMP_NUM_THREADS", "4"}});
+  auto env = plan.RankEnvironment(plan.ranks()[0], 0);
+  auto has = [&](const std::string& kv) { return std::count(env.begin(), env.end(), kv) == 1; };
+  EXPECT_TRUE(has("PATH=/bin"));
+  EXPECT_TRUE(has("RANK=0"));
+  EXPECT_FALSE(has("RANK=99"));
+  EXPECT_TRUE(has("OMP_NUM_THREADS=4"));  // the user's choice wins over dlaunch's default
+  EXPECT_FALSE(has("OMP_NUM_THREADS=1"));
+  EXPECT_EQ(Plan(Options(1)).JobVariables(Plan(Options(1)).ranks()[0], 0).count("OMP_NUM_THREADS"),
+            0u);
+}
+
+TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
+  LaunchOptions o = Options(1);
+  o.max_restarts = 2;
+  JobPlan plan = Plan(o);
+  EXPECT_FALSE(plan.ShouldRestart(0, 0, false, false));  // success
+  EXPECT_TRUE(plan.ShouldRestart(0, 1, false, false));
+  EXPECT_TRUE(plan.ShouldRestart(1, 1, false, false));
+  EXPECT_FALSE(plan.ShouldRestart(2, 1, false, false));   // budget spent
+  EXPECT_FALSE(plan.ShouldRestart(0, 130, true, false));  // interrupted
+  EXPECT_FALSE(plan.ShouldRestart(0, 3, false, true));    // a hang, --on-hang exit
+  o.on_hang = "restart";
+  EXPECT_TRUE(Plan(o).ShouldRestart(0, 3, false, true));
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
