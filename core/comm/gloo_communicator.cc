@@ -92,6 +92,7 @@ GlooCommunicator::GlooCommunicator(const CommOptions& options)
     : rank_(options.rank),
       size_(options.size),
       timeout_(options.timeout),
+      check_("gloo", options.rank, options.size, DeviceType::kCpu),
       recorder_(options.rank, options.size, "gloo", options.flight_recorder_capacity) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw UsageError("invalid rank " + std::to_string(rank_) + " for world size " +
@@ -144,24 +145,6 @@ std::string GlooCommunicator::Describe(const std::string& op, int64_t seq) const
 uint32_t GlooCommunicator::NextTag() {
   std::lock_guard<std::mutex> lock(mu_);
   return next_tag_++;
-}
-
-void GlooCommunicator::CheckPeer(int peer, const char* op) const {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) + ": " + op +
-                                                 " with invalid peer " + std::to_string(peer));
-  }
-}
-
-void GlooCommunicator::CheckHost(const Buffer& buf, const char* op) const {
-  if (buf.device != DeviceType::kCpu) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "rank " + std::to_string(rank_) + ": gloo " + op + " needs host memory");
-  }
-  if (buf.ptr == nullptr && buf.count > 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "rank " + std::to_string(rank_) + ": gloo " + op + " on a null buffer");
-  }
 }
 
 std::shared_ptr<Work> GlooCommunicator::Enqueue(std::vector<int64_t> seqs, const std::string& op,
@@ -339,17 +322,15 @@ void GlooCommunicator::RunSendRecv(const Buffer* send, int dst, uint64_t send_sl
 }
 
 std::shared_ptr<Work> GlooCommunicator::AllReduce(Buffer buf, ReduceOp op) {
-  CheckHost(buf, "allreduce");
+  check_.Buffer("allreduce", buf);
   int64_t seq = recorder_.Record("allreduce", buf.dtype, buf.count, buf.bytes());
   return Enqueue({seq}, "allreduce",
                  [this, buf, op, tag = NextTag()] { RunAllReduce(buf, op, tag); });
 }
 
 std::shared_ptr<Work> GlooCommunicator::Broadcast(Buffer buf, int root) {
-  CheckHost(buf, "broadcast");
-  if (root < 0 || root >= size_) {
-    throw Error(ErrorKind::kInvalidArgument, "broadcast with invalid root " + std::to_string(root));
-  }
+  check_.Buffer("broadcast", buf);
+  check_.Root("broadcast", root);
   int64_t seq = recorder_.Record("broadcast", buf.dtype, buf.count, buf.bytes(), -1, root);
   return Enqueue({seq}, "broadcast", [this, buf, root, tag = NextTag()] {
     if (buf.bytes() == 0 || size_ == 1) return;
@@ -363,11 +344,7 @@ std::shared_ptr<Work> GlooCommunicator::Broadcast(Buffer buf, int root) {
 }
 
 std::shared_ptr<Work> GlooCommunicator::AllGather(Buffer in, Buffer out) {
-  CheckHost(in, "allgather");
-  CheckHost(out, "allgather");
-  if (out.count != in.count * size_ || out.dtype != in.dtype) {
-    throw Error(ErrorKind::kInvalidArgument, "allgather output must hold size() * input elements");
-  }
+  check_.AllGather(in, out);
   int64_t seq = recorder_.Record("allgather", in.dtype, in.count, out.bytes());
   return Enqueue({seq}, "allgather", [this, in, out, tag = NextTag()] {
     if (in.bytes() == 0) return;
@@ -385,24 +362,14 @@ std::shared_ptr<Work> GlooCommunicator::AllGather(Buffer in, Buffer out) {
 }
 
 std::shared_ptr<Work> GlooCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
-  CheckHost(in, "reduce_scatter");
-  CheckHost(out, "reduce_scatter");
-  if (in.count != out.count * size_ || out.dtype != in.dtype) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "reduce_scatter input must hold size() * output elements");
-  }
+  check_.ReduceScatter(in, out);
   int64_t seq = recorder_.Record("reduce_scatter", in.dtype, out.count, in.bytes());
   return Enqueue({seq}, "reduce_scatter",
                  [this, in, out, op, tag = NextTag()] { RunReduceScatter(in, out, op, tag); });
 }
 
 std::shared_ptr<Work> GlooCommunicator::AllToAll(Buffer in, Buffer out) {
-  CheckHost(in, "alltoall");
-  CheckHost(out, "alltoall");
-  if (in.count != out.count || in.count % size_ != 0 || out.dtype != in.dtype) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "alltoall buffers must be equal and hold a multiple of size() elements");
-  }
+  check_.AllToAll(in, out);
   int64_t seq = recorder_.Record("alltoall", in.dtype, in.count, in.bytes());
   return Enqueue({seq}, "alltoall", [this, in, out, tag = NextTag()] {
     if (in.bytes() == 0) return;
@@ -420,8 +387,8 @@ std::shared_ptr<Work> GlooCommunicator::AllToAll(Buffer in, Buffer out) {
 }
 
 std::shared_ptr<Work> GlooCommunicator::Send(Buffer buf, int peer) {
-  CheckHost(buf, "send");
-  CheckPeer(peer, "send");
+  check_.Buffer("send", buf);
+  check_.Peer("send", peer);
   int64_t seq = recorder_.Record("send", buf.dtype, buf.count, buf.bytes(), peer);
   uint64_t slot;
   {
@@ -433,8 +400,8 @@ std::shared_ptr<Work> GlooCommunicator::Send(Buffer buf, int peer) {
 }
 
 std::shared_ptr<Work> GlooCommunicator::Recv(Buffer buf, int peer) {
-  CheckHost(buf, "recv");
-  CheckPeer(peer, "recv");
+  check_.Buffer("recv", buf);
+  check_.Peer("recv", peer);
   int64_t seq = recorder_.Record("recv", buf.dtype, buf.count, buf.bytes(), peer);
   uint64_t slot;
   {
@@ -446,10 +413,10 @@ std::shared_ptr<Work> GlooCommunicator::Recv(Buffer buf, int peer) {
 }
 
 std::shared_ptr<Work> GlooCommunicator::SendRecv(Buffer send, int dst, Buffer recv, int src) {
-  CheckHost(send, "send");
-  CheckHost(recv, "recv");
-  CheckPeer(dst, "send");
-  CheckPeer(src, "recv");
+  check_.Buffer("send", send);
+  check_.Buffer("recv", recv);
+  check_.Peer("send", dst);
+  check_.Peer("recv", src);
   int64_t send_seq = recorder_.Record("send", send.dtype, send.count, send.bytes(), dst);
   int64_t recv_seq = recorder_.Record("recv", recv.dtype, recv.count, recv.bytes(), src);
   uint64_t send_slot, recv_slot;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/comm/async_work.h"
+#include "core/comm/call_check.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
@@ -57,8 +58,6 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
                                 std::function<void()> run);
   void Loop();
-  void CheckPeer(int peer, const char* op) const;
-  void CheckHost(const Buffer& buf, const char* op) const;
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
 
@@ -73,6 +72,7 @@ class GlooCommunicator : public Communicator {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const CallCheck check_;
   FlightRecorder recorder_;
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<Watchdog> watchdog_;
