@@ -33,15 +33,22 @@ enum Broken : uint32_t { kHealthy = 0, kAborted = 1, kDied = 2 };
 
 size_t RoundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-// How long to spin before sleeping: a waiter that spins on an oversubscribed host only delays
-// the very peers it waits for, so it spins briefly there. DLAUNCH_SHM_SPIN_US overrides.
-std::chrono::nanoseconds SpinTime(int local_size) {
-  if (const char* env = std::getenv("DLAUNCH_SHM_SPIN_US"); env && *env) {
-    return std::chrono::microseconds(std::atoll(env));
-  }
+std::chrono::microseconds EnvMicros(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
+  return std::chrono::microseconds(env && *env ? std::atoll(env) : fallback);
+}
+
+// How a waiter passes the time before it sleeps on the futex. With a core per rank it spins
+// (DLAUNCH_SHM_SPIN_US, 50 us). On an oversubscribed host spinning only delays the very peers
+// it waits for, so it spins 2 us and then yields its core to them for up to
+// DLAUNCH_SHM_YIELD_US (100 us): the peer it waits for usually runs next, and a sleeping
+// waiter would pay a futex wake-up and a migration instead.
+void WaitPhases(int local_size, std::chrono::nanoseconds* spin, std::chrono::nanoseconds* yield) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  return local_size <= cpus ? std::chrono::microseconds(50) : std::chrono::microseconds(5);
+  const bool crowded = local_size > cpus;
+  *spin = EnvMicros("DLAUNCH_SHM_SPIN_US", crowded ? 2 : 50);
+  *yield = EnvMicros("DLAUNCH_SHM_YIELD_US", crowded ? 100 : 0);
 }
 
 void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::nanoseconds timeout) {
@@ -119,7 +126,7 @@ ShmGroup::ShmGroup(const ShmGroupOptions& options)
   const size_t total = header + slot_bytes_ * (2 * size_ + 2);
   const std::string key = "shm/segment";
   const auto deadline = std::chrono::steady_clock::now() + options.rendezvous_timeout;
-  spin_ = SpinTime(size_);
+  WaitPhases(size_, &spin_, &yield_);
 
   int fd = -1;
   if (rank_ == 0) {
@@ -295,6 +302,11 @@ void ShmGroup::WaitUntil(Ready ready) {
       if (ready()) return;
     }
   } while (std::chrono::steady_clock::now() < spin_until);
+  const auto yield_until = std::chrono::steady_clock::now() + yield_;
+  while (std::chrono::steady_clock::now() < yield_until) {
+    sched_yield();
+    if (ready()) return;
+  }
   while (true) {
     if (aborted_.load() || seg_->broken.load() != kHealthy) ThrowBroken();
     const auto now = std::chrono::steady_clock::now();

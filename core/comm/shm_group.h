@@ -116,7 +116,8 @@ class ShmGroup {
   size_t mapped_bytes_ = 0;
   char* data_ = nullptr;
   uint64_t barriers_ = 0;  // barriers completed by this rank; equal on every rank between ops
-  std::chrono::nanoseconds spin_{0};
+  std::chrono::nanoseconds spin_{0};   // waiting: spin this long,
+  std::chrono::nanoseconds yield_{0};  // then yield the core this long, then sleep
   std::atomic<bool> aborted_{false};
   bool attached_ = false;
   // The op in progress, for messages and for the deadline of its waits.
