@@ -25,8 +25,17 @@ std::string ResolveBackend(const std::string& backend) {
   throw UsageError("unknown backend '" + backend + "' (expected auto, gloo or nccl)");
 }
 
+void CheckTransport(const std::string& transport) {
+  if (transport == "auto" || transport == "shm" || transport == "tcp") return;
+  throw UsageError("unknown transport '" + transport + "' (expected auto, shm or tcp)");
+}
+
 std::unique_ptr<Communicator> MakeCommunicator(const CommOptions& options) {
   const std::string backend = ResolveBackend(options.backend);
+  CheckTransport(options.transport);
+  if (backend == "nccl" && options.transport == "shm") {
+    throw UsageError("transport shm is the gloo backend's; nccl picks its own paths");
+  }
   if (options.size > 1 && !options.store) {
     throw UsageError("a communicator of " + std::to_string(options.size) +
                      " ranks needs a store for its rendezvous");

@@ -54,6 +54,15 @@ struct CommOptions {
   // multi-node job); else 127.0.0.1.
   std::string iface;
   std::string hostname;
+  // Gloo: how ranks on one host reach each other. "auto": shared memory (/dev/shm) when a host
+  // has several ranks, TCP between hosts; "shm": the same, and an error where shared memory
+  // cannot be set up; "tcp": gloo's TCP transport everywhere.
+  std::string transport = "auto";
+  // Gloo with shared memory: the identity of this rank's host ("" = host name, boot id and
+  // GROUP_RANK; ranks with equal ids share memory), and each rank's slot in the segment (0 =
+  // kDefaultShmSlotBytes; larger messages move in chunks).
+  std::string host_id;
+  size_t shm_slot_bytes = 0;
   // NCCL: the CUDA device; -1 = LOCAL_RANK modulo the visible devices.
   int device_index = -1;
   // On a timeout the flight recorder is dumped here (reason "timeout"); "" = no dump.
@@ -74,6 +83,9 @@ constexpr int kWatchdogExitCode = kExitHang;
 // unknown or unavailable backend, Error(kTimeout) naming the absent peers' keys when the
 // rendezvous does not complete.
 std::unique_ptr<Communicator> MakeCommunicator(const CommOptions& options);
+
+// Throws UsageError unless `transport` is auto, shm or tcp. Does not block.
+void CheckTransport(const std::string& transport);
 
 // "gloo" or "nccl": what "auto" resolves to on this machine. Does not block.
 std::string ResolveBackend(const std::string& backend);

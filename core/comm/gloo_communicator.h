@@ -1,5 +1,8 @@
 // The CPU backend: gloo's TCP transport, one worker thread running the ops of this communicator
-// in call order (ops never overlap, so gloo tags cannot collide), and a Watchdog.
+// in call order (ops never overlap, so gloo tags cannot collide), and a Watchdog. With the
+// shared-memory transport (CommOptions::transport), allreduce, broadcast, allgather,
+// reduce_scatter and barrier run hierarchically: through a ShmGroup among the ranks of each host,
+// and gloo over TCP among the hosts' leaders; the other ops stay on gloo's full mesh.
 #pragma once
 
 #include <condition_variable>
@@ -12,16 +15,23 @@
 #include <vector>
 
 #include "core/comm/async_work.h"
+#include "core/comm/call_check.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
+#include "core/comm/host_topology.h"
 #include "core/comm/watchdog.h"
 
 namespace gloo {
 class Context;
+namespace transport {
+class Device;
 }
+}  // namespace gloo
 
 namespace dlaunch::core {
+
+class ShmGroup;
 
 class GlooCommunicator : public Communicator {
  public:
@@ -33,6 +43,9 @@ class GlooCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "gloo"; }
+  // "shm" when collectives run on shared memory inside the host, else "tcp".
+  const char* transport() const { return hierarchical_ ? "shm" : "tcp"; }
+  const char* CollectivePath(int peer) const override;
 
   std::shared_ptr<Work> AllReduce(Buffer buf, ReduceOp op) override;
   std::shared_ptr<Work> Broadcast(Buffer buf, int root) override;
@@ -57,24 +70,34 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
                                 std::function<void()> run);
   void Loop();
-  void CheckPeer(int peer, const char* op) const;
-  void CheckHost(const Buffer& buf, const char* op) const;
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
+  // Chooses the transport (options.transport) and builds the host groups and the leaders'
+  // context. Blocks for their rendezvous.
+  void SetUpTransport(const CommOptions& options, const std::shared_ptr<Store>& store,
+                      std::shared_ptr<gloo::transport::Device> device);
 
-  // Run on the worker thread; block for at most timeout_ each.
-  void RunAllReduce(Buffer buf, ReduceOp op, uint32_t tag);
-  void RunDirectAllReduce(Buffer buf, void (*fn)(void*, const void*, const void*, size_t),
-                          uint32_t tag);
-  void RunReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
+  // Run on the worker thread; block for at most timeout_ each. The Hier ones: inside the host on
+  // shared memory, between hosts on gloo among the leaders.
+  void RunHierAllReduce(Buffer buf, ReduceOp op, uint32_t tag);
+  void RunHierBroadcast(Buffer buf, int root, uint32_t tag);
+  void RunHierAllGather(Buffer in, Buffer out, uint32_t tag);
+  void RunHierReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
+  void RunHierBarrier(uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const CallCheck check_;
   FlightRecorder recorder_;
   std::shared_ptr<gloo::Context> context_;
+  // Shared-memory transport: set up once, before the worker starts.
+  bool hierarchical_ = false;
+  HostTopology topology_;
+  std::unique_ptr<ShmGroup> shm_;           // this host's ranks; null when alone on the host
+  std::shared_ptr<gloo::Context> leaders_;  // one rank per host; null unless a leader of several
   std::shared_ptr<Watchdog> watchdog_;
 
   // Per-peer p2p message counters: the n-th send to a peer matches its n-th recv from us.

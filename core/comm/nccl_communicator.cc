@@ -104,6 +104,7 @@ NcclCommunicator::NcclCommunicator(const CommOptions& options)
     : rank_(options.rank),
       size_(options.size),
       timeout_(options.timeout),
+      check_("nccl", options.rank, options.size, DeviceType::kCuda),
       recorder_(options.rank, options.size, "nccl", options.flight_recorder_capacity) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw UsageError("invalid rank " + std::to_string(rank_) + " for world size " +
@@ -203,13 +204,6 @@ NcclCommunicator::~NcclCommunicator() {
   }
   barrier_buf_.reset();
   if (stream_) cudaStreamDestroy(AsStream(stream_));
-}
-
-void NcclCommunicator::CheckDevice(const Buffer& buf, const char* op) const {
-  if (buf.device != DeviceType::kCuda) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "rank " + std::to_string(rank_) + ": nccl " + op + " needs device memory");
-  }
 }
 
 void NcclCommunicator::AwaitEnqueued(const std::string& what) {
@@ -345,7 +339,7 @@ void NcclCommunicator::CopyOut(void* host, Buffer src) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op) {
-  CheckDevice(buf, "allreduce");
+  check_.Buffer("allreduce", buf);
   int64_t seq = recorder_.Record("allreduce", buf.dtype, buf.count, buf.bytes());
   return Launch({seq}, "allreduce", [&] {
     return DLAUNCH_NCCL_CHECK(ncclAllReduce(buf.ptr, buf.ptr, buf.count, NcclType(buf.dtype),
@@ -355,7 +349,8 @@ std::shared_ptr<Work> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::Broadcast(Buffer buf, int root) {
-  CheckDevice(buf, "broadcast");
+  check_.Buffer("broadcast", buf);
+  check_.Root("broadcast", root);
   int64_t seq = recorder_.Record("broadcast", buf.dtype, buf.count, buf.bytes(), -1, root);
   return Launch({seq}, "broadcast", [&] {
     return DLAUNCH_NCCL_CHECK(ncclBroadcast(buf.ptr, buf.ptr, buf.count, NcclType(buf.dtype), root,
@@ -365,11 +360,7 @@ std::shared_ptr<Work> NcclCommunicator::Broadcast(Buffer buf, int root) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::AllGather(Buffer in, Buffer out) {
-  CheckDevice(in, "allgather");
-  CheckDevice(out, "allgather");
-  if (out.count != in.count * size_) {
-    throw Error(ErrorKind::kInvalidArgument, "allgather output must hold size() * input elements");
-  }
+  check_.AllGather(in, out);
   int64_t seq = recorder_.Record("allgather", in.dtype, in.count, out.bytes());
   return Launch({seq}, "allgather", [&] {
     return DLAUNCH_NCCL_CHECK(ncclAllGather(in.ptr, out.ptr, in.count, NcclType(in.dtype),
@@ -379,12 +370,7 @@ std::shared_ptr<Work> NcclCommunicator::AllGather(Buffer in, Buffer out) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
-  CheckDevice(in, "reduce_scatter");
-  CheckDevice(out, "reduce_scatter");
-  if (in.count != out.count * size_) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "reduce_scatter input must hold size() * output elements");
-  }
+  check_.ReduceScatter(in, out);
   int64_t seq = recorder_.Record("reduce_scatter", in.dtype, out.count, in.bytes());
   return Launch({seq}, "reduce_scatter", [&] {
     return DLAUNCH_NCCL_CHECK(ncclReduceScatter(in.ptr, out.ptr, out.count, NcclType(in.dtype),
@@ -394,12 +380,7 @@ std::shared_ptr<Work> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, Red
 }
 
 std::shared_ptr<Work> NcclCommunicator::AllToAll(Buffer in, Buffer out) {
-  CheckDevice(in, "alltoall");
-  CheckDevice(out, "alltoall");
-  if (in.count != out.count || in.count % size_ != 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "alltoall buffers must be equal and hold a multiple of size() elements");
-  }
+  check_.AllToAll(in, out);
   int64_t seq = recorder_.Record("alltoall", in.dtype, in.count, in.bytes());
   return Launch({seq}, "alltoall", [&] {
     // NCCL has no alltoall: a group of sends and receives, as nccl-tests does it.
@@ -419,7 +400,8 @@ std::shared_ptr<Work> NcclCommunicator::AllToAll(Buffer in, Buffer out) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::Send(Buffer buf, int peer) {
-  CheckDevice(buf, "send");
+  check_.Buffer("send", buf);
+  check_.Peer("send", peer);
   int64_t seq = recorder_.Record("send", buf.dtype, buf.count, buf.bytes(), peer);
   return Launch({seq}, "send", [&] {
     return DLAUNCH_NCCL_CHECK(
@@ -429,7 +411,8 @@ std::shared_ptr<Work> NcclCommunicator::Send(Buffer buf, int peer) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::Recv(Buffer buf, int peer) {
-  CheckDevice(buf, "recv");
+  check_.Buffer("recv", buf);
+  check_.Peer("recv", peer);
   int64_t seq = recorder_.Record("recv", buf.dtype, buf.count, buf.bytes(), peer);
   return Launch({seq}, "recv", [&] {
     return DLAUNCH_NCCL_CHECK(
@@ -439,8 +422,10 @@ std::shared_ptr<Work> NcclCommunicator::Recv(Buffer buf, int peer) {
 }
 
 std::shared_ptr<Work> NcclCommunicator::SendRecv(Buffer send, int dst, Buffer recv, int src) {
-  CheckDevice(send, "send");
-  CheckDevice(recv, "recv");
+  check_.Buffer("send", send);
+  check_.Buffer("recv", recv);
+  check_.Peer("send", dst);
+  check_.Peer("recv", src);
   int64_t send_seq = recorder_.Record("send", send.dtype, send.count, send.bytes(), dst);
   int64_t recv_seq = recorder_.Record("recv", recv.dtype, recv.count, recv.bytes(), src);
   return Launch({send_seq, recv_seq}, "sendrecv", [&] {

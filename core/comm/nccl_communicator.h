@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/comm/async_work.h"
+#include "core/comm/call_check.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
@@ -65,11 +66,11 @@ class NcclCommunicator : public Communicator {
   // Completes finished work and fails everything on an asynchronous NCCL error. Does not block.
   void Poll();
   void FailAll(ErrorKind kind, const std::string& message);
-  void CheckDevice(const Buffer& buf, const char* op) const;
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const CallCheck check_;
   int device_ = 0;
   FlightRecorder recorder_;
   void* comm_ = nullptr;    // ncclComm_t

@@ -145,18 +145,61 @@ void RunAllCollectives(Communicator& comm, size_t count, DataType t) {
   comm.Barrier()->Wait(kWait);
 }
 
-class CollectivesTest : public ::testing::TestWithParam<int> {};
+// How the ranks of a test world reach each other.
+struct Transport {
+  const char* name;
+  const char* transport;  // CommOptions::transport
+  size_t slot_bytes;      // 0 = default; small slots force every op through many chunks
+  // Simulated hosts: "" = one; "round_robin" = two, ranks dealt alternately (hosts are not
+  // contiguous); "uneven" = rank 1 alone on a host, the others on another.
+  const char* hosts;
+  size_t big_bytes;  // the largest message of the sweep
+};
+
+void PrintTo(const Transport& tr, std::ostream* os) { *os << tr.name; }
+
+int HostOf(const Transport& tr, int rank) {
+  if (std::string(tr.hosts) == "round_robin") return rank % 2;
+  if (std::string(tr.hosts) == "uneven") return rank == 1;
+  return 0;
+}
+
+const Transport kTransports[] = {
+    {"tcp", "tcp", 0, "", 3u << 20},
+    {"shm", "shm", 0, "", 3u << 20},
+    // 1001 elements of any dtype outgrow a 1 KiB slot.
+    {"shm_small_slot", "shm", 1024, "", 40u << 10},
+    {"two_hosts", "shm", 1024, "round_robin", 40u << 10},
+    {"uneven_hosts", "shm", 0, "uneven", 3u << 20},
+};
+
+class CollectivesTest : public ::testing::TestWithParam<std::tuple<int, Transport>> {};
 
 TEST_P(CollectivesTest, EveryOpAndDtypeAtEverySize) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
+  const Transport tr = std::get<1>(GetParam());
   auto store = MakeMemoryStore();
   RunRanks(n, [&](int rank) {
-    auto comm = MakeCommunicator(GlooOptions(rank, n, store));
+    CommOptions o = GlooOptions(rank, n, store);
+    o.transport = tr.transport;
+    o.shm_slot_bytes = tr.slot_bytes;
+    o.host_id = "host" + std::to_string(HostOf(tr, rank));
+    auto comm = MakeCommunicator(o);
     ASSERT_STREQ("gloo", comm->backend());
     ASSERT_EQ(n, comm->size());
+    // Shared memory wherever a host has several ranks; TCP between hosts and where none has.
+    bool any_shared = false;
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b) any_shared |= HostOf(tr, a) == HostOf(tr, b);
+    }
+    const bool shm = std::string(tr.transport) == "shm" && any_shared;
+    for (int peer = 0; peer < n; ++peer) {
+      const bool local = shm && HostOf(tr, peer) == HostOf(tr, rank);
+      EXPECT_STREQ(local ? "shm" : "tcp", comm->CollectivePath(peer)) << "peer " << peer;
+    }
     for (DataType t : kTypes) {
-      // 0, 1, odd, and several MiB (3 MiB + an odd tail).
-      const size_t big = (3u << 20) / DataTypeSize(t) + 3;
+      // 0, 1, odd, and the largest (plus an odd tail).
+      const size_t big = tr.big_bytes / DataTypeSize(t) + 3;
       for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, big})
         RunAllCollectives(*comm, count, t);
     }
@@ -169,7 +212,13 @@ TEST_P(CollectivesTest, EveryOpAndDtypeAtEverySize) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::ValuesIn(kTransports)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, Transport>>& info) {
+                           return std::string(std::get<1>(info.param).name) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "ranks";
+                         });
 
 TEST(CommFactoryTest, RejectsUnknownBackend) {
   CommOptions o;

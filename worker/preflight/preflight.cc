@@ -14,6 +14,7 @@
 
 #include "core/comm/comm_options.h"
 #include "core/comm/flight_recorder.h"
+#include "core/comm/link_paths.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/telemetry.h"
@@ -131,6 +132,7 @@ class Suite {
     o.size = ctx_.world_size;
     o.timeout = options_.collective_timeout;
     o.iface = options_.iface;
+    o.transport = options_.transport;
     o.device_index = -1;
     return o;
   }
@@ -264,6 +266,8 @@ int Suite::Run() {
     }
   } release{holder};
 
+  const core::LinkPaths paths = core::GatherLinkPaths(*comm, options_.collective_timeout);
+  if (lead) std::cout << "# link paths: " << paths.Summary() << std::endl;
   std::vector<SweepResult> sweeps;
   BandwidthSweep sweep(*comm, options_, [&] { ReportStatus(comm.get()); });
   for (const std::string& op : options_.ops) {
@@ -315,7 +319,8 @@ int Suite::Run() {
                  {"min_busbw", options_.min_busbw},
                  {"hang_test", options_.hang_test},
                  {"p2p", options_.p2p},
-                 {"p2p_bytes", options_.p2p_bytes}};
+                 {"p2p_bytes", options_.p2p_bytes},
+                 {"transport", options_.transport}};
     json bandwidth = json::array();
     for (const SweepResult& s : sweeps) bandwidth.push_back(SweepJson(s));
     json doc = {{"verdict", verdict == kExitPass ? "PASS" : "FAIL"},
@@ -327,6 +332,7 @@ int Suite::Run() {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                 {"options", opts},
                 {"bandwidth", bandwidth},
+                {"link_paths", paths.ToJson()},
                 {"p2p", p2p ? P2PJson(*p2p) : json(nullptr)},
                 {"node_matrix", nodes.gbps.empty() ? json(nullptr)
                                                    : json{{"ranks_per_node", nodes.ranks_per_node},

@@ -39,7 +39,8 @@ po::options_description Describe() {
       ("no-p2p", po::bool_switch(), "skip the pairwise point-to-point matrix")
       ("p2p-bytes", po::value<std::string>(), "message size of the p2p matrix (default 4M on gloo, 64M on nccl)")
       ("p2p-iters", po::value<int>()->default_value(5), "timed transfers per link")
-      ("iface", po::value<std::string>()->default_value(""), "gloo: network interface to bind (default loopback)");
+      ("iface", po::value<std::string>()->default_value(""), "gloo: network interface to bind (default loopback)")
+      ("transport", po::value<std::string>()->default_value("auto"), "gloo: auto | shm | tcp (auto: shared memory between ranks of one host)");
   // clang-format on
   return d;
 }
@@ -168,6 +169,10 @@ PreflightOptions ParsePreflightArgs(const std::vector<std::string>& args) {
   o.p2p_iters = vm["p2p-iters"].as<int>();
   if (o.p2p_iters < 1) throw UsageError("preflight: --p2p-iters must be >= 1");
   o.iface = vm["iface"].as<std::string>();
+  o.transport = vm["transport"].as<std::string>();
+  if (o.transport != "auto" && o.transport != "shm" && o.transport != "tcp") {
+    throw UsageError("preflight: unknown --transport '" + o.transport + "' (auto, shm, tcp)");
+  }
   return o;
 }
 

@@ -31,6 +31,8 @@ struct PreflightOptions {
   size_t p2p_bytes = 0;  // 0 = backend default (4 MiB gloo, 64 MiB nccl)
   int p2p_iters = 5;
   std::string iface;  // gloo: network interface to use
+  // gloo: auto | shm | tcp (core::CommOptions::transport)
+  std::string transport = "auto";
   bool help = false;
 
   // Fills the backend-dependent defaults. Does not block.

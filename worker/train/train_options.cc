@@ -51,6 +51,8 @@ po::options_description Describe(TrainOptions& o) {
       ("backend", po::value(&o.backend)->default_value(o.backend),
        "auto | gloo | nccl (auto: nccl with --device cuda, else gloo)")        //
       ("device", po::value(&o.device)->default_value(o.device), "cpu | cuda")  //
+      ("transport", po::value(&o.transport)->default_value(o.transport),
+       "gloo: auto | shm | tcp (auto: shared memory between ranks of one host)")  //
       ("timeout", po::value(&o.collective_timeout_s)->default_value(o.collective_timeout_s),
        "seconds a collective may take before the rank reports a hang and exits 3")  //
       ("quiet", po::bool_switch(&o.quiet), "no console progress")                   //
@@ -100,6 +102,8 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
   Require(o.backend == "auto" || o.backend == "gloo" || o.backend == "nccl",
           "--backend must be auto, gloo or nccl");
   Require(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda");
+  Require(o.transport == "auto" || o.transport == "shm" || o.transport == "tcp",
+          "--transport must be auto, shm or tcp");
   Require(o.backend != "nccl" || o.device == "cuda", "--backend nccl needs --device cuda");
   Require(o.collective_timeout_s > 0, "--timeout must be > 0");
   return o;

@@ -31,6 +31,8 @@ struct TrainOptions {
   bool preflight = true;
   std::string backend = "auto";  // auto = nccl with --device cuda, else gloo
   std::string device = "cpu";    // cpu | cuda
+  // gloo: auto | shm | tcp (core::CommOptions::transport)
+  std::string transport = "auto";
   double collective_timeout_s = 300;
   int64_t fail_at_step = -1;  // test hook: exit 1 at this step on the first attempt
   bool quiet = false;         // no console progress line (benchmarks, tests)

@@ -249,6 +249,7 @@ void Trainer::Setup() {
   }
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(opts_.collective_timeout_s * 1000));
   co.device_index = cuda_ ? device_.index() : -1;
+  co.transport = opts_.transport;
   if (!ctx_.rank_dir.empty()) co.flight_dump_path = ctx_.rank_dir + "/flight.json";
   co.on_timeout = [this](const core::TimeoutReport& r) {
     try {
