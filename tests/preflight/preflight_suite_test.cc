@@ -153,8 +153,9 @@ TEST(PreflightSuiteTest, RealHangExitsThreeWithTimeoutEventAndDump) {
         kinds.push_back(kind);
       };
       std::vector<std::string> args = kQuick;
-      args.insert(args.end(),
-                  {"--no-hang-test", "--ops", r == 0 ? "allreduce" : "allreduce,allgather"});
+      // TCP: the shared-memory path would see the op mismatch and fail fast instead of hanging.
+      args.insert(args.end(), {"--no-hang-test", "--transport", "tcp", "--ops",
+                               r == 0 ? "allreduce" : "allreduce,allgather"});
       codes[r] = RunPreflight(ctx, args);
     });
   }
