@@ -73,7 +73,8 @@ mode_t ProcessUmask() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
   }
   return 022;
 }
@@ -172,8 +173,8 @@ void WriteFileAtomically(const std::string& path, const std::string& content) {
   std::string tmp = path + kTempInfix + "XXXXXX";
   Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (fd.get() < 0) {
-    throw Error(ErrorKind::kInternal, "create a temporary file for " + path + ": " +
-                                          std::strerror(errno));
+    throw Error(ErrorKind::kInternal,
+                "create a temporary file for " + path + ": " + std::strerror(errno));
   }
   try {
     // mkstemp creates 0600; the file gets the mode open(2) with 0644 would have given it.

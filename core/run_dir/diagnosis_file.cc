@@ -17,9 +17,9 @@ constexpr const char* kMismatchNames[] = {"", "COLLECTIVE_TYPE_MISMATCH",
                                           "COLLECTIVE_DTYPE_MISMATCH", "SIZE_OR_SYNTAX_MISMATCH"};
 constexpr const char* kHangNames[] = {"", "in_collective", "between_collectives", "before_first",
                                       "no_flight_recorder"};
-constexpr const char* kStateNames[] = {"unknown",   "running", "waiting", "never_entered",
-                                       "completed", "exited",  "failed",  "stopped",
-                                       "unresponsive"};
+constexpr const char* kStateNames[] = {"unknown",       "running",   "waiting",
+                                       "never_entered", "completed", "exited",
+                                       "failed",        "stopped",   "unresponsive"};
 
 const int kMaxRanksInt = kMaxRanks;
 
@@ -34,7 +34,9 @@ MismatchKind ParseMismatchKind(std::string_view name) {
   return detail::ParseName(name, kMismatchNames, MismatchKind::kNone);
 }
 const char* HangKindName(HangKind kind) { return detail::NameOf(kind, kHangNames); }
-HangKind ParseHangKind(std::string_view name) { return detail::ParseName(name, kHangNames, HangKind::kNone); }
+HangKind ParseHangKind(std::string_view name) {
+  return detail::ParseName(name, kHangNames, HangKind::kNone);
+}
 const char* RankStateName(RankState state) { return detail::NameOf(state, kStateNames); }
 RankState ParseRankState(std::string_view name) {
   return detail::ParseName(name, kStateNames, RankState::kUnknown);
@@ -143,13 +145,15 @@ Diagnosis DiagnosisFromJson(const json& j) {
 
 void WriteDiagnosis(const RunDir& dir, const Diagnosis& diagnosis, const std::string& text) {
   base::WriteFileAtomically(dir.diagnosis_text(), text);
-  base::WriteFileAtomically(dir.diagnosis_json(), detail::Dump(DiagnosisToJson(diagnosis), 2) + "\n");
+  base::WriteFileAtomically(dir.diagnosis_json(),
+                            detail::Dump(DiagnosisToJson(diagnosis), 2) + "\n");
 }
 
 FileState ReadDiagnosis(const std::string& path, const std::string& label, Diagnosis* out,
                         std::vector<std::string>* problems) {
   json j;
-  if (FileState state = detail::ReadJsonObject(path, label, kDiagnosisSchema, kMaxDiagnosisBytes, &j, problems);
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kDiagnosisSchema, kMaxDiagnosisBytes, &j, problems);
       state != FileState::kOk) {
     return state;
   }

@@ -21,7 +21,8 @@ void WriteError(const std::string& path, const ErrorReport& report) {
 FileState ReadError(const std::string& path, const std::string& label, ErrorReport* out,
                     std::vector<std::string>* problems) {
   nlohmann::json j;
-  if (FileState state = detail::ReadJsonObject(path, label, kErrorSchema, kMaxErrorBytes, &j, problems);
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kErrorSchema, kMaxErrorBytes, &j, problems);
       state != FileState::kOk) {
     return state;
   }

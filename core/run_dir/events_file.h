@@ -25,7 +25,7 @@ EventKind ParseEventKind(std::string_view kind);
 struct Event {
   int64_t unix_ms = 0;
   int rank = -1;
-  std::string kind;    // telemetry | timeout | error | oom | dumped | any other word
+  std::string kind;     // telemetry | timeout | error | oom | dumped | any other word
   nlohmann::json body;  // the whole line, the fields above included
   EventKind type() const { return ParseEventKind(kind); }
 };

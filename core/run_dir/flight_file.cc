@@ -89,7 +89,8 @@ void WriteFlight(const std::string& path, const FlightDump& dump) {
 FileState ReadFlight(const std::string& path, const std::string& label, FlightDump* out,
                      std::vector<std::string>* problems) {
   json j;
-  if (FileState state = detail::ReadJsonObject(path, label, kFlightSchema, kMaxFlightBytes, &j, problems);
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kFlightSchema, kMaxFlightBytes, &j, problems);
       state != FileState::kOk) {
     return state;
   }
@@ -109,7 +110,8 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
     problems->push_back(label + " holds " + std::to_string(entries->size()) +
                         " entries: only the last " + std::to_string(kMaxFlightEntries) + " read");
   }
-  const size_t first = entries->size() > kMaxFlightEntries ? entries->size() - kMaxFlightEntries : 0;
+  const size_t first =
+      entries->size() > kMaxFlightEntries ? entries->size() - kMaxFlightEntries : 0;
   for (size_t i = first; i < entries->size(); ++i) {
     const json& e = (*entries)[i];
     if (!e.is_object()) continue;

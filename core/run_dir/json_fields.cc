@@ -71,7 +71,7 @@ std::vector<int> GetInts(const json& j, const char* key, int64_t lo, int64_t hi)
 }
 
 FileState ReadJsonObject(const std::string& path, const std::string& label, const std::string& file,
-                        size_t max_bytes, json* out, std::vector<std::string>* problems) {
+                         size_t max_bytes, json* out, std::vector<std::string>* problems) {
   std::string text;
   const base::ReadStatus status = base::ReadFileBounded(path, max_bytes, &text);
   if (status == base::ReadStatus::kMissing) return FileState::kAbsent;

@@ -2,9 +2,9 @@
 // types give the fallback, so a half-broken file still yields what it can.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <climits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +28,7 @@ std::vector<int> GetInts(const nlohmann::json& j, const char* key, int64_t lo, i
 // is `file`'s. A missing file is kAbsent with no problem; anything else that fails adds a problem
 // "<label> ..." and is kInvalid. A newer version adds a problem and is kOk.
 FileState ReadJsonObject(const std::string& path, const std::string& label, const std::string& file,
-                        size_t max_bytes, nlohmann::json* out, std::vector<std::string>* problems);
+                         size_t max_bytes, nlohmann::json* out, std::vector<std::string>* problems);
 
 // Enum <-> name through a table indexed by the enum's value; `fallback` for unknown names.
 template <typename Enum, size_t N>

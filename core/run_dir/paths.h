@@ -22,10 +22,10 @@ class RankDir {
   explicit RankDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  std::string stdout_log() const;   // the rank's standard output, as the launcher captured it
-  std::string stderr_log() const;   // its standard error
-  std::string events() const;       // events.jsonl, written by the rank
-  std::string flight() const;       // flight.json, the flight recorder's latest dump
+  std::string stdout_log() const;  // the rank's standard output, as the launcher captured it
+  std::string stderr_log() const;  // its standard error
+  std::string events() const;      // events.jsonl, written by the rank
+  std::string flight() const;      // flight.json, the flight recorder's latest dump
   // flight-hang-test.json: the recorder of preflight's deliberate hang, kept apart from flight.json
   std::string hang_test_flight() const;
   std::string error() const;        // error.json, why the rank failed, written by the rank
@@ -47,13 +47,13 @@ class RunDir {
   explicit RunDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  std::string summary() const;                     // summary.json, written by the launcher
-  std::string node_summary(int node_rank) const;   // summary.node<N>.json of a joining node
-  std::string preflight() const;                   // preflight.json, rank 0 of `preflight`
-  std::string diagnosis_text() const;              // diagnosis.txt
-  std::string diagnosis_json() const;              // diagnosis.json
-  std::string trace() const;                       // trace.json (Chrome trace events)
-  RankDir rank(int rank) const;                    // rank<R>/
+  std::string summary() const;                    // summary.json, written by the launcher
+  std::string node_summary(int node_rank) const;  // summary.node<N>.json of a joining node
+  std::string preflight() const;                  // preflight.json, rank 0 of `preflight`
+  std::string diagnosis_text() const;             // diagnosis.txt
+  std::string diagnosis_json() const;             // diagnosis.json
+  std::string trace() const;                      // trace.json (Chrome trace events)
+  RankDir rank(int rank) const;                   // rank<R>/
 
   // "rank3"; and back: the rank of a folder name, nullopt unless it is "rank" and at most nine
   // digits below kMaxRanks.

@@ -82,9 +82,8 @@ RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint) {
     if (name.rfind("rank", 0) != 0 || !it->is_directory(ec)) continue;
     if (std::optional<int> rank = RunDir::ParseRankDirName(name)) {
       world = std::max<int64_t>(world, *rank + 1);
-    } else if (name.size() > 4 && std::all_of(name.begin() + 4, name.end(), [](char c) {
-                 return c >= '0' && c <= '9';
-               })) {
+    } else if (name.size() > 4 && std::all_of(name.begin() + 4, name.end(),
+                                              [](char c) { return c >= '0' && c <= '9'; })) {
       ++too_high;
     }
   }

@@ -23,10 +23,10 @@ struct RankFiles {
   int rank = 0;
   bool dir_present = false;
   FileState flight_state = FileState::kAbsent;
-  FlightDump flight;                   // meaningful when flight_state is kOk
-  EventsFile events;                   // telemetry and other events
-  std::optional<ErrorReport> error;    // error.json
-  std::string stacks;                  // stacks.txt
+  FlightDump flight;                 // meaningful when flight_state is kOk
+  EventsFile events;                 // telemetry and other events
+  std::optional<ErrorReport> error;  // error.json
+  std::string stacks;                // stacks.txt
   std::vector<std::string> nccl_warnings;
   std::vector<std::string> stderr_tail;  // last lines of stderr.log
   int64_t last_output_unix_ms = 0;       // mtime of stdout.log / stderr.log, 0 when absent

@@ -59,10 +59,8 @@ std::string SummaryToJson(const Summary& s) {
   if (!s.error.empty()) j["error"] = s.error;
   j["ranks"] = json::array();
   for (const SummaryRank& r : s.ranks) {
-    json rank = {{"rank", r.rank},
-                 {"host", r.host},
-                 {"pid", r.pid},
-                 {"status", RankStatusName(r.status)}};
+    json rank = {
+        {"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"status", RankStatusName(r.status)}};
     if (r.local_rank) rank["local_rank"] = *r.local_rank;
     if (r.node_rank) rank["node_rank"] = *r.node_rank;
     if (r.start_unix_ms) rank["start_unix_ms"] = *r.start_unix_ms;
@@ -91,7 +89,8 @@ void WriteSummary(const std::string& path, const Summary& summary) {
 FileState ReadSummary(const std::string& path, const std::string& label, Summary* out,
                       std::vector<std::string>* problems) {
   json j;
-  if (FileState state = detail::ReadJsonObject(path, label, kSummarySchema, kMaxSummaryBytes, &j, problems);
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kSummarySchema, kMaxSummaryBytes, &j, problems);
       state != FileState::kOk) {
     return state;
   }

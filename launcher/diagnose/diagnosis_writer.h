@@ -12,8 +12,8 @@ namespace dlaunch::launcher {
 std::string FormatDiagnosis(const Diagnosis& diagnosis);
 using rundir::DiagnosisToJson;
 
-// Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (rundir::WriteDiagnosis). Blocks
-// on file I/O only; throws Error(kInternal) naming the path when a file cannot be written.
+// Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (rundir::WriteDiagnosis).
+// Blocks on file I/O only; throws Error(kInternal) naming the path when a file cannot be written.
 void WriteDiagnosisFiles(const Diagnosis& diagnosis, const std::string& run_dir);
 
 }  // namespace dlaunch::launcher

@@ -10,8 +10,8 @@
 #include <thread>
 #include <tuple>
 
-#include "core/error.h"
 #include "core/base/format.h"
+#include "core/error.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/rank_logs.h"
 #include "launcher/diagnose/analyzer.h"
@@ -191,11 +191,10 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   for (std::string& p : write_problems) snapshot.problems.push_back(std::move(p));
   // While the job runs the launcher has not written summary.json yet: that is not a gap.
   const std::string no_summary = rundir::FileName(run.summary()) + " missing";
-  snapshot.problems.erase(std::remove_if(snapshot.problems.begin(), snapshot.problems.end(),
-                                         [&](const std::string& p) {
-                                           return p.rfind(no_summary, 0) == 0;
-                                         }),
-                          snapshot.problems.end());
+  snapshot.problems.erase(
+      std::remove_if(snapshot.problems.begin(), snapshot.problems.end(),
+                     [&](const std::string& p) { return p.rfind(no_summary, 0) == 0; }),
+      snapshot.problems.end());
 
   AnalyzeOptions options;
   options.now_unix_ms = now_unix_ms;

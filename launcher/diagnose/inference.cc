@@ -29,7 +29,9 @@ Signature SignatureOf(const FlightEntry& e) {
   return Signature{e.op, e.dtype, e.count, e.op == "broadcast" ? e.root : -1};
 }
 
-bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 // One inference over one set of facts; each step fills a part of the verdict.
 class Inference {
@@ -236,8 +238,8 @@ class Inference {
     v_.root = root_;
     v_.culprits = {root_};
     const bool partial_frontier = !v_.entered.empty() && !v_.missing.empty();
-    int64_t seq = r.last_started > r.last_completed ? r.last_started
-                                                    : (partial_frontier ? v_.frontier : -1);
+    int64_t seq =
+        r.last_started > r.last_completed ? r.last_started : (partial_frontier ? v_.frontier : -1);
     if (seq < 0 && r.has_progress && v_.frontier >= 0 && !v_.entered.empty()) seq = v_.frontier;
     // Its own record died with it; the others show where the job was.
     v_.root_record_lost = seq < 0 && !r.has_progress && v_.frontier >= 0 && !v_.entered.empty();
@@ -441,7 +443,7 @@ class Inference {
       } else if (v_.stale.count(r.rank)) {
         p.state = r.stopped ? RankState::kStopped : RankState::kUnresponsive;
       } else if (v_.seq >= 0 && r.has_progress) {
-        p.state = r.last_completed >= v_.seq  ? RankState::kCompleted
+        p.state = r.last_completed >= v_.seq ? RankState::kCompleted
                   : r.last_started >= v_.seq ? RankState::kWaiting
                                              : RankState::kNeverEntered;
         p.stopped = r.stopped;
@@ -450,8 +452,8 @@ class Inference {
       } else if (r.stopped) {
         p.state = RankState::kStopped;
       } else {
-        p.state = r.has_progress || r.dir_present || r.live ? RankState::kRunning
-                                                            : RankState::kUnknown;
+        p.state =
+            r.has_progress || r.dir_present || r.live ? RankState::kRunning : RankState::kUnknown;
       }
       v_.places.push_back(p);
     }

@@ -46,8 +46,8 @@ struct MismatchGroup {
 
 struct Mismatch {
   MismatchKind kind = MismatchKind::kNone;
-  int64_t seq = -1;                  // seq of the majority's first rank
-  bool by_collective_seq = false;    // compared by collective_seq (p2p calls shift seq)
+  int64_t seq = -1;                // seq of the majority's first rank
+  bool by_collective_seq = false;  // compared by collective_seq (p2p calls shift seq)
   int64_t collective_seq = -1;
   int majority_first_rank = -1;
   std::vector<MismatchGroup> groups;  // by signature
@@ -69,10 +69,10 @@ enum class CulpritReason {
 // How a hang of programs without a flight recorder was judged.
 enum class UnlinkedJudgement {
   kNone,
-  kStillRunning,   // the others exited
+  kStillRunning,       // the others exited
   kOutsideCollective,  // by stacks: the others wait inside a collective
-  kOddStackOut,    // by stack activity: not doing what everybody else does
-  kSilentLongest,  // by output times
+  kOddStackOut,        // by stack activity: not doing what everybody else does
+  kSilentLongest,      // by output times
 };
 
 struct RankPlace {

@@ -141,8 +141,9 @@ void MergeErrors(const RankRecord& rec, RankFacts& v) {
   }
   for (const Event& e : rec.events.events) {
     auto message = e.body.find("message");
-    consider(e.type(), message != e.body.end() && message->is_string() ? message->get<std::string>()
-                                                                       : std::string(),
+    consider(e.type(),
+             message != e.body.end() && message->is_string() ? message->get<std::string>()
+                                                             : std::string(),
              e.unix_ms);
     if (e.type() == EventKind::kTimeout) {
       v.reported_timeout = true;

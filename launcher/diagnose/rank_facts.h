@@ -75,9 +75,9 @@ struct RankFacts {
   bool failed() const { return failure.source != FailureSource::kNone; }
 
   // Liveness, live only.
-  bool missed_dump = false;        // linked, alive, and did not answer the dump request
-  int64_t heartbeat_age_ms = -1;   // at the diagnosis, when known
-  bool stopped = false;            // process state T
+  bool missed_dump = false;       // linked, alive, and did not answer the dump request
+  int64_t heartbeat_age_ms = -1;  // at the diagnosis, when known
+  bool stopped = false;           // process state T
   std::string process_state;
   bool unresponsive() const { return missed_dump || stopped; }
 

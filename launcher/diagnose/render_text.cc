@@ -56,7 +56,8 @@ std::string UnresponsiveWhy(const RankFacts& v) {
   std::string why;
   if (v.missed_dump) {
     why = "did not answer the dump request";
-    if (v.heartbeat_age_ms >= 0) why += ", no heartbeat for " + FormatDurationMs(v.heartbeat_age_ms);
+    if (v.heartbeat_age_ms >= 0)
+      why += ", no heartbeat for " + FormatDurationMs(v.heartbeat_age_ms);
   }
   if (v.stopped) why += (why.empty() ? "process " : ", process ") + v.process_state;
   return why;
@@ -161,7 +162,8 @@ class Renderer {
     std::string odd;
     std::vector<int> majority;
     for (const MismatchGroup& g : m.groups) {
-      std::string what = DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
+      std::string what =
+          DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
       if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
       if (g.bytes >= 0) what += " (" + FormatBytes(g.bytes) + ")";
       d_.details.push_back("  #" + std::to_string(g.seq) + " " + Plural(g.ranks) + ": " + what);

@@ -79,12 +79,15 @@ TEST(HostileRunDirTest, LargeFilesAreReadOnlyUpToTheirCap) {
   }
   {
     std::ofstream events(rank.events());
-    events << R"({"unix_ms": 1, "kind": "error", "message": "old"})" << "\n";
+    events << R"({"unix_ms": 1, "kind": "error", "message": "old"})"
+           << "\n";
   }
   fs::resize_file(rank.events(), 1ull << 30);
   {
     std::ofstream events(rank.events(), std::ios::app);
-    events << "\n" << R"({"unix_ms": 2, "kind": "oom", "message": "new"})" << "\n";
+    events << "\n"
+           << R"({"unix_ms": 2, "kind": "oom", "message": "new"})"
+           << "\n";
   }
   RunFiles files = ReadRunDir(dir.path());
   EXPECT_TRUE(HasProblem(files, "rank0/flight.json larger than 64 MiB"));

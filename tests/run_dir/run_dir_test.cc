@@ -1,8 +1,9 @@
 // One round trip per file of the run directory: what a writer writes, its reader reads back.
+#include "core/run_dir/run_dir.h"
+
 #include <filesystem>
 #include <fstream>
 
-#include "core/run_dir/run_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_dir/temp_dir.h"
@@ -11,9 +12,9 @@ namespace dlaunch::rundir {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using nlohmann::json;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -158,7 +159,8 @@ TEST(EventsFileTest, RoundTripThroughTheAppendOnlyLog) {
 TEST(EventsFileTest, OldLinesAndGarbage) {
   TempDir dir;
   const std::string path = dir.path() + "/events.jsonl";
-  std::ofstream(path) << R"({"unix_ms": 5, "rank": 0, "kind": "oom", "message": "m"})" << "\n"
+  std::ofstream(path) << R"({"unix_ms": 5, "rank": 0, "kind": "oom", "message": "m"})"
+                      << "\n"
                       << "\x01garbage\n\n"
                       << R"({"schema": "dlaunch.events/9", "unix_ms": 6, "kind": "error"})"
                       << "\n";
@@ -176,7 +178,10 @@ TEST(EventsFileTest, OldLinesAndGarbage) {
 TEST(ErrorFileTest, RoundTrip) {
   TempDir dir;
   const std::string path = RankDir(dir.path()).error();
-  ErrorReport report{1, "oom", "out of memory in forward", 1764450001800,
+  ErrorReport report{1,
+                     "oom",
+                     "out of memory in forward",
+                     1764450001800,
                      {{"tried_to_allocate_bytes", 1 << 30}, {"advice", {"lower --batch-size"}}}};
   WriteError(path, report);
   ErrorReport back;
