@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/comm/gloo_ops.h"
+#include "core/base/proc.h"
 #include "core/comm/gloo_store_adapter.h"
 #include "core/comm/shm_group.h"
 #include "core/error.h"
@@ -46,9 +47,7 @@ gloo::transport::tcp::attr DeviceAttr(const CommOptions& options) {
              std::string(master) != "localhost" && std::string(master) != "::1") {
     // A job spanning hosts: bind to this host's name as torch's gloo does, so that peers on
     // other nodes can reach us.
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    attr.hostname = host;
+    attr.hostname = base::Hostname();
   } else {
     attr.hostname = "127.0.0.1";
   }

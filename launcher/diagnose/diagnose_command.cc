@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/run_snapshot.h"
@@ -46,7 +47,7 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);
     if (vm.count("trace")) {
-      const std::string path = run_dir + "/trace.json";
+      const std::string path = rundir::RunDir(run_dir).trace();
       try {
         WriteTrace(run, &diagnosis, path);
         std::cerr << "dlaunch diagnose: wrote " << path << " (open in https://ui.perfetto.dev)\n";

@@ -2,7 +2,8 @@
 
 #include <sstream>
 
-#include "core/telemetry.h"
+#include "core/run_dir/diagnosis_file.h"
+#include "core/run_dir/paths.h"
 
 namespace dlaunch::launcher {
 
@@ -24,51 +25,8 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   return out.str();
 }
 
-nlohmann::json DiagnosisToJson(const Diagnosis& d) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const RankDiagnosis& r : d.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"culprit", r.culprit},
-                     {"state", r.state},
-                     {"last_completed_seq", r.last_completed_seq},
-                     {"last_started_seq", r.last_started_seq},
-                     {"waiting_ms", r.waiting_ms},
-                     {"phase", r.phase},
-                     {"phase_for_ms", r.phase_for_ms},
-                     {"step", r.step},
-                     {"rss_bytes", r.rss_bytes},
-                     {"device_allocated_bytes", r.device_allocated_bytes},
-                     {"device_reserved_bytes", r.device_reserved_bytes},
-                     {"exit_code", r.exit_code},
-                     {"signal", r.signal},
-                     {"process_state", r.process_state},
-                     {"stack_top", r.stack_top},
-                     {"nccl_warnings", r.nccl_warnings},
-                     {"line", r.line}});
-  }
-  return {{"kind", DiagnosisKindName(d.kind)},
-          {"headline", d.headline},
-          {"trigger", d.trigger},
-          {"culprit_ranks", d.culprit_ranks},
-          {"seq", d.seq},
-          {"op", d.op},
-          {"dtype", d.dtype},
-          {"count", d.count},
-          {"bytes", d.bytes},
-          {"mismatch_type", d.mismatch_type},
-          {"entered_ranks", d.entered_ranks},
-          {"missing_ranks", d.missing_ranks},
-          {"ranks", ranks},
-          {"details", d.details},
-          {"problems", d.problems},
-          {"incomplete", !d.problems.empty() || d.kind == DiagnosisKind::kIncomplete},
-          {"run_dir", d.run_dir},
-          {"created_unix_ms", d.created_unix_ms}};
-}
-
 void WriteDiagnosisFiles(const Diagnosis& diagnosis, const std::string& run_dir) {
-  core::WriteFileAtomically(run_dir + "/diagnosis.txt", FormatDiagnosis(diagnosis));
-  core::WriteFileAtomically(run_dir + "/diagnosis.json", DiagnosisToJson(diagnosis).dump(2) + "\n");
+  rundir::WriteDiagnosis(rundir::RunDir(run_dir), diagnosis, FormatDiagnosis(diagnosis));
 }
 
 }  // namespace dlaunch::launcher
