@@ -153,6 +153,13 @@ void GlooCommunicator::CheckPeer(int peer, const char* op) const {
   }
 }
 
+void GlooCommunicator::CheckRoot(int root, const char* op) const {
+  if (root < 0 || root >= size_) {
+    throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) + ": " + op +
+                                                 " with invalid root " + std::to_string(root));
+  }
+}
+
 void GlooCommunicator::CheckHost(const Buffer& buf, const char* op) const {
   if (buf.device != DeviceType::kCpu) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -322,6 +329,16 @@ void GlooCommunicator::RunReduceScatter(Buffer in, Buffer out, ReduceOp op, uint
   if (op == ReduceOp::kAvg) DivideInPlace(out.ptr, out.count, out.dtype, size_);
 }
 
+void GlooCommunicator::RunBroadcast(Buffer buf, int root, uint32_t tag) {
+  if (buf.bytes() == 0 || size_ == 1) return;
+  gloo::BroadcastOptions opts(context_);
+  opts.setOutput(static_cast<uint8_t*>(buf.ptr), buf.bytes());
+  opts.setRoot(root);
+  opts.setTag(tag);
+  opts.setTimeout(timeout_);
+  gloo::broadcast(opts);
+}
+
 void GlooCommunicator::RunSendRecv(const Buffer* send, int dst, uint64_t send_slot,
                                    const Buffer* recv, int src, uint64_t recv_slot) {
   std::unique_ptr<gloo::transport::UnboundBuffer> sbuf, rbuf;
@@ -351,15 +368,8 @@ std::shared_ptr<Work> GlooCommunicator::Broadcast(Buffer buf, int root) {
     throw Error(ErrorKind::kInvalidArgument, "broadcast with invalid root " + std::to_string(root));
   }
   int64_t seq = recorder_.Record("broadcast", buf.dtype, buf.count, buf.bytes(), -1, root);
-  return Enqueue({seq}, "broadcast", [this, buf, root, tag = NextTag()] {
-    if (buf.bytes() == 0 || size_ == 1) return;
-    gloo::BroadcastOptions opts(context_);
-    opts.setOutput(static_cast<uint8_t*>(buf.ptr), buf.bytes());
-    opts.setRoot(root);
-    opts.setTag(tag);
-    opts.setTimeout(timeout_);
-    gloo::broadcast(opts);
-  });
+  return Enqueue({seq}, "broadcast",
+                 [this, buf, root, tag = NextTag()] { RunBroadcast(buf, root, tag); });
 }
 
 std::shared_ptr<Work> GlooCommunicator::AllGather(Buffer in, Buffer out) {

@@ -43,6 +43,11 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Recv(Buffer buf, int peer) override;
   std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) override;
   std::shared_ptr<Work> Barrier() override;
+  std::shared_ptr<Work> AllReduce(Buffer in, Buffer out, ReduceOp op) override;
+  std::shared_ptr<Work> Broadcast(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root) override;
+  std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root) override;
   void Abort() override;
   FlightRecorder& flight_recorder() override { return recorder_; }
 
@@ -58,6 +63,7 @@ class GlooCommunicator : public Communicator {
                                 std::function<void()> run);
   void Loop();
   void CheckPeer(int peer, const char* op) const;
+  void CheckRoot(int root, const char* op) const;
   void CheckHost(const Buffer& buf, const char* op) const;
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
@@ -67,6 +73,8 @@ class GlooCommunicator : public Communicator {
   void RunDirectAllReduce(Buffer buf, void (*fn)(void*, const void*, const void*, size_t),
                           uint32_t tag);
   void RunReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
+  void RunBroadcast(Buffer buf, int root, uint32_t tag);
+  void RunReduce(Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
 
