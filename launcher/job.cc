@@ -522,6 +522,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
 
     exit_code = 0;
     summary.error.clear();
+    std::string verdict;  // a built-in's own verdict, printed instead of a root cause
     if (result.interrupted_by) {
       exit_code = 128 + result.interrupted_by;
       summary.error = "interrupted by " + SignalName(result.interrupted_by);
@@ -537,9 +538,12 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
         std::lock_guard<std::mutex> lock(events_mu);
         if (rank_errors.count(f.rank)) extra = rank_errors[f.rank];
       }
-      std::cerr << FormatRootCause(f, host, rank_dirs[f.rank], extra);
-      summary.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
-                      (extra.empty() ? "" : "; " + extra);
+      verdict = builtin ? BuiltinFailureReport(o, f, run_dir) : "";
+      std::cerr << (verdict.empty() ? FormatRootCause(f, host, rank_dirs[f.rank], extra) : verdict);
+      summary.error = verdict.empty()
+                          ? "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
+                                (extra.empty() ? "" : "; " + extra)
+                          : "preflight verdict FAIL";
       exit_code = builtin ? BuiltinExitCode(f) : kExitRankFailed;
     }
     if (plan.multi && !agent) {
@@ -560,7 +564,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     }
     summary.exit_code = exit_code;
     WriteSummary(summary_path, summary, result.ranks);
-    if (exit_code != 0 && !hang_diagnosed && !agent && !result.interrupted_by) {
+    if (exit_code != 0 && !hang_diagnosed && !agent && !result.interrupted_by && verdict.empty()) {
       // The failure's picture across ranks: each one's last collective, phase and memory.
       std::cerr << FormatDiagnosis(AnalyzeRunDir(run_dir, world)) << std::flush;
     }
