@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -189,6 +190,27 @@ TEST(NcclFormatTest, PublicParsersReadBoth) {
   SweepResult s = AllReduceSweep();
   auto sb = SuperbenchNew(Ours(), false);
   EXPECT_NEAR(s.rows.back().out_of_place.busbw, sb[1 << 20], 0.01);
+}
+
+// Tables recorded on GPU machines by scripts/gpu-check.sh (fixtures/gpu/*.txt, rank 0's stdout of
+// an NCCL preflight): every op's section keeps nccl-tests' layout.
+TEST(NcclFormatTest, RecordedGpuTablesKeepTheLayout) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(PREFLIGHT_FIXTURES) / "gpu";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no GPU recordings in " << dir;
+  const NcclTestsSection ref = ParseNcclTests(Fixture());
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::string kStart = "# Collective test starting: ";
+    for (size_t at = text.find(kStart); at != std::string::npos; at = text.find(kStart, at + 1)) {
+      NcclTestsSection s = ParseNcclTests(text.substr(at, text.find(kStart, at + 1) - at));
+      EXPECT_EQ(ref.header_line, s.header_line) << entry.path() << " " << s.starting;
+      EXPECT_FALSE(s.device_lines.empty()) << entry.path();
+      for (const auto& row : s.rows) EXPECT_EQ(13u, row.size()) << entry.path();
+      EXPECT_EQ(1u, FlagPerfAvgBusBw(text.substr(at, text.find(kStart, at + 1) - at)).size());
+    }
+  }
 }
 
 TEST(NcclFormatTest, CsvHasOneLinePerRowAndBothGroups) {
