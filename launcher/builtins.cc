@@ -9,7 +9,7 @@
 #include "core/exit_codes.h"
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/doctor/doctor.h"
-#include "worker/preflight/preflight.h"
+#include "worker/preflight/preflight_options.h"
 #ifdef DLAUNCH_HAVE_TRAIN
 #include "worker/train/train_options.h"
 #endif
@@ -36,7 +36,7 @@ std::string FindWorker(const std::string& self_exe) {
 std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::string& self_exe) {
   std::vector<std::string> argv = {FindWorker(self_exe)};
   if (o.command == Command::kPreflight) {
-    worker::ValidatePreflightArgs(o.program);
+    worker::ValidatePreflightArgs(o.program, o.nproc * o.nnodes);
     argv.push_back("preflight");
   } else {
 #ifdef DLAUNCH_HAVE_TRAIN
@@ -50,6 +50,18 @@ std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::st
   }
   argv.insert(argv.end(), o.program.begin(), o.program.end());
   return argv;
+}
+
+bool PrintBuiltinHelp(const LaunchOptions& o) {
+  if (o.command != Command::kPreflight || !worker::ParsePreflightArgs(o.program).help) return false;
+  std::cout << worker::PreflightUsage() << std::endl;
+  return true;
+}
+
+std::string BuiltinFailureReport(const LaunchOptions& o, const RankOutcome& failed,
+                                 const std::string& run_dir) {
+  if (o.command != Command::kPreflight || BuiltinExitCode(failed) != kExitUnhealthy) return "";
+  return worker::PreflightFailureReport(run_dir);
 }
 
 void CheckDoctorBeforeStart() {

@@ -15,6 +15,15 @@ namespace dlaunch::launcher {
 std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& options,
                                            const std::string& self_exe);
 
+// For `preflight --help`: prints the built-in's usage once, before any rank or run directory
+// exists, and returns true. False for anything else. Throws UsageError for bad arguments.
+bool PrintBuiltinHelp(const LaunchOptions& options);
+
+// What to print instead of a crashed rank's report when a built-in failed on purpose: a preflight
+// FAIL verdict (exit 4) becomes its reasons, read from run_dir. Empty otherwise.
+std::string BuiltinFailureReport(const LaunchOptions& options, const RankOutcome& failed,
+                                 const std::string& run_dir);
+
 // Throws UsageError with doctor's fixes when a fatal mismatch would break the job.
 void CheckDoctorBeforeStart();
 

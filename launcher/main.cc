@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
       case Command::kDiagnose:
         return RunDiagnose(options.program);
       default:
+        if (PrintBuiltinHelp(options)) return kExitOk;
         return RunJob(options, SelfExe(argv[0]));
     }
   } catch (const UsageError& e) {

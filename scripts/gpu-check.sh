@@ -5,6 +5,8 @@
 #   scripts/gpu-check.sh bundle   # copy them and their shared libraries into one folder
 #   scripts/gpu-check.sh run      # on the GPU machine: NCCL tests, preflight, watchdog/abort path
 #   scripts/gpu-check.sh          # build + bundle, and run when a GPU is visible
+#   scripts/gpu-check.sh check-busbw preflight.json   # nccl-tests' busbw formula against a run
+#                                                     # (no GPU needed: any preflight.json)
 #
 # Environment:
 #   BUILD_DIR    build folder (default: <repo>/build-gpu)
@@ -81,6 +83,47 @@ find_nccl() {
   return 1
 }
 
+# Recomputes every row's algbw and busbw from its count, element size and time with nccl-tests'
+# formulas (src/<op>.cu GetBw), independently of dlaunch's op table, and compares them with what
+# preflight reported (1% or 0.01 GB/s); also wants #wrong 0 wherever a column was checked.
+check_busbw() {
+  python3 - "$1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+n = doc["world_size"]
+size = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4,
+        "double": 8, "int64": 8}
+# op: (bytes moved per unit of count, bus factor), as in nccl-tests' GetBw.
+ring2 = 2.0 * (n - 1) / n
+ring1 = (n - 1) / n
+rule = {"allreduce": (1, ring2), "allgather": (n, ring1), "reduce_scatter": (n, ring1),
+        "broadcast": (1, 1.0), "reduce": (1, 1.0), "alltoall": (n, ring1),
+        "gather": (n, ring1), "scatter": (n, ring1), "sendrecv": (1, 1.0)}
+bad = checked = 0
+for op in doc["bandwidth"]:
+    if "skipped" in op:
+        print(f"{op['op']}: skipped ({op['skipped']})")
+        continue
+    mult, factor = rule[op["op"]]
+    for row in op["rows"]:
+        for place, cell in (("out-of-place", row), ("in-place", row["in_place"])):
+            t = cell["time_us"] * 1e-6
+            algbw = row["count"] * size[row["type"]] * mult / 1e9 / t if t > 0 else 0
+            busbw = algbw * factor
+            checked += 1
+            for name, want, got in (("algbw", algbw, cell["algbw_gbps"]),
+                                    ("busbw", busbw, cell["busbw_gbps"])):
+                if abs(want - got) > max(0.01 * want, 0.01):
+                    bad += 1
+                    print(f"{op['op']} {place} {row['size']} B: {name} {got} != nccl-tests' {want}")
+            if cell["wrong"] not in (0, None):
+                bad += 1
+                print(f"{op['op']} {place} {row['size']} B: #wrong {cell['wrong']}")
+print(f"busbw check: {checked} measurements, {bad} problems")
+sys.exit(1 if bad or not checked else 0)
+PY
+}
+
 gpu_count() {
   if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
@@ -111,14 +154,31 @@ run() {
   log "1/4 comm_tests (NCCL)"
   timeout 300 "$bin/comm_tests" --gtest_filter='Nccl*' 2>&1 | tee "$OUT_DIR/comm_tests.txt" || failed=1
 
-  # 2. Preflight, world size 1, NCCL: the bandwidth sweep with verification at every size.
-  log "2/4 dlaunch --nproc 1 preflight --backend nccl"
-  local rc=0
-  timeout 600 "$bin/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id nccl-preflight \
-    preflight --backend nccl -b 8 -e "$MAXBYTES" -f 2 -w 5 -n 20 --collective-timeout 60 \
-    2>&1 | tee "$OUT_DIR/preflight.txt" || rc=$?
-  log "preflight exit code $rc (want 0)"
-  [[ "$rc" -eq 0 ]] || failed=1
+  # 2. Preflight on NCCL, every op, both column groups (out-of-place and in-place), verified at
+  #    every size; world size 1, then one rank per GPU. The tables are kept as fixtures for
+  #    tests/preflight (fixtures/gpu/), and every row's busbw is checked against nccl-tests' formula.
+  local rc=0 world
+  for world in 1 "$gpus"; do
+    [[ "$world" -ge 1 ]] || continue
+    log "2/4 dlaunch --nproc $world preflight --backend nccl (every op)"
+    rc=0
+    timeout 600 "$bin/dlaunch" --nproc "$world" --skip-doctor --log-dir "$OUT_DIR/logs" \
+      --run-id "nccl-preflight-$world" \
+      preflight --backend nccl -b 8 -e "$MAXBYTES" -f 2 -w 5 -n 20 -T 60 --no-hang-test \
+      2>&1 | tee "$OUT_DIR/preflight-$world.txt" || rc=$?
+    log "preflight --nproc $world exit code $rc (want 0)"
+    [[ "$rc" -eq 0 ]] || failed=1
+    local run="$OUT_DIR/logs/nccl-preflight-$world"
+    if [[ -f "$run/preflight.json" ]]; then
+      check_busbw "$run/preflight.json" 2>&1 | tee "$OUT_DIR/busbw-check-$world.txt" || failed=1
+      cp "$run/rank0/stdout.log" "$OUT_DIR/nccl_preflight_${world}ranks.txt"
+    else
+      log "no preflight.json from --nproc $world"
+      failed=1
+    fi
+    [[ "$gpus" -ge 2 ]] || break
+  done
+  log "fixtures for tests/preflight/fixtures/gpu/: $OUT_DIR/nccl_preflight_*ranks.txt"
 
   # 3. The watchdog/abort path across ranks: one rank skips a collective and the others must
   #    name it within the timeout + 1 s. Needs one GPU per rank.
@@ -149,10 +209,14 @@ case "${1:-all}" in
   build) build ;;
   bundle) bundle ;;
   run) run ;;
+  check-busbw)
+    [[ -n "${2:-}" ]] || { echo "usage: $0 check-busbw PREFLIGHT_JSON" >&2; exit 2; }
+    check_busbw "$2"
+    ;;
   all)
     build
     bundle
     if [[ "$(gpu_count)" -ge 1 ]]; then run; else log "no GPU here: bundle ready, run it on a GPU machine"; fi
     ;;
-  *) echo "usage: $0 [build|bundle|run|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|bundle|run|all|check-busbw FILE]" >&2; exit 2 ;;
 esac

@@ -129,7 +129,12 @@ int main(int argc, char** argv) {
   }
   DumpOnSigterm();
   try {
-    return Run(argv[1], {argv + 2, argv + argc});
+    int code = Run(argv[1], {argv + 2, argv + argc});
+    // A SIGTERM that lands while the process exits must not call into a handler whose state the
+    // exit is destroying.
+    std::lock_guard<std::mutex> lock(g_handler_mu);
+    g_handler = nullptr;
+    return code;
   } catch (const dlaunch::UsageError& e) {
     std::cerr << "dlaunch-worker: " << e.what() << std::endl;
     return dlaunch::kExitUsage;

@@ -27,8 +27,20 @@ def human(size):
     return f"{size} B"
 
 
+def in_place(rows):
+    """dlaunch's in-place column: the same operation as torch's in-place all_reduce (and what
+    preflight measured before it had an out-of-place column); the out-of-place busbw is kept."""
+    out = []
+    for r in rows:
+        if "in_place" in r:
+            out.append(dict(r["in_place"], size=r["size"], oop_busbw_gbps=r["busbw_gbps"]))
+        else:
+            out.append(dict(r, oop_busbw_gbps=float("nan")))
+    return out
+
+
 def main(out):
-    dl = load(os.path.join(out, "dlaunch-*.json"), lambda d: d["bandwidth"][0]["rows"])
+    dl = load(os.path.join(out, "dlaunch-*.json"), lambda d: in_place(d["bandwidth"][0]["rows"]))
     tr = load(os.path.join(out, "torch-*.json"), lambda d: d["rows"])
     with open(os.path.join(out, "memcpy.json")) as f:
         memcpy = json.load(f)
@@ -37,8 +49,8 @@ def main(out):
           f"{memcpy['median_gbps']:.2f} GB/s\n")
     print(f"medians of {len(dl)} dlaunch and {len(tr)} torch rounds\n")
     print("| size | dlaunch time (us) | torch time (us) | dlaunch busbw (GB/s) "
-          "| torch busbw (GB/s) | busbw ratio |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| torch busbw (GB/s) | busbw ratio | dlaunch out-of-place busbw (GB/s) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratios = []
     for s in sizes:
         dt, tt = median_of(dl, s, "time_us"), median_of(tr, s, "time_us")
@@ -46,7 +58,9 @@ def main(out):
         ratio = db / tb if tb else float("nan")
         if s >= 1 << 20:
             ratios.append(ratio)
-        print(f"| {human(s)} | {dt:.1f} | {tt:.1f} | {db:.3f} | {tb:.3f} | {ratio:.2f}x |")
+        oop = median_of(dl, s, "oop_busbw_gbps")
+        print(f"| {human(s)} | {dt:.1f} | {tt:.1f} | {db:.3f} | {tb:.3f} | {ratio:.2f}x "
+              f"| {oop:.3f} |")
     print()
     if ratios:
         print(f"busbw ratio dlaunch/torch at >= 1 MiB: min {min(ratios):.2f}x, "

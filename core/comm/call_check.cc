@@ -63,4 +63,34 @@ void CallCheck::AllToAll(const core::Buffer& in, const core::Buffer& out) const 
   }
 }
 
+void CallCheck::Alike(const char* op, const core::Buffer& in, const core::Buffer& out) const {
+  SameType(op, in, out);
+  if (in.count != out.count) {
+    Fail(op, "output must match its input (input " + std::to_string(in.count) + ", output " +
+                 std::to_string(out.count) + ")");
+  }
+}
+
+void CallCheck::Gather(const core::Buffer& in, const core::Buffer& out, int root) const {
+  Root("gather", root);
+  Buffer("gather", in);
+  if (rank_ != root) return;
+  SameType("gather", in, out);
+  if (out.count != in.count * size_) {
+    Fail("gather", "output must hold size() * input elements (input " + std::to_string(in.count) +
+                       ", output " + std::to_string(out.count) + ")");
+  }
+}
+
+void CallCheck::Scatter(const core::Buffer& in, const core::Buffer& out, int root) const {
+  Root("scatter", root);
+  Buffer("scatter", out);
+  if (rank_ != root) return;
+  SameType("scatter", in, out);
+  if (in.count != out.count * size_) {
+    Fail("scatter", "input must hold size() * output elements (input " + std::to_string(in.count) +
+                        ", output " + std::to_string(out.count) + ")");
+  }
+}
+
 }  // namespace dlaunch::core

@@ -22,6 +22,12 @@ class CallCheck {
   void ReduceScatter(const core::Buffer& in, const core::Buffer& out) const;
   // in and out are alike and hold a multiple of size() elements.
   void AllToAll(const core::Buffer& in, const core::Buffer& out) const;
+  // Out-of-place allreduce, broadcast and reduce: out is like in (same dtype and count).
+  void Alike(const char* op, const core::Buffer& in, const core::Buffer& out) const;
+  // Gather: the root's out holds size() * in.count elements; scatter: the root's in holds
+  // size() * out.count. Only the root's gathered/scattered buffer is checked.
+  void Gather(const core::Buffer& in, const core::Buffer& out, int root) const;
+  void Scatter(const core::Buffer& in, const core::Buffer& out, int root) const;
 
  private:
   [[noreturn]] void Fail(const char* op, const std::string& why) const;

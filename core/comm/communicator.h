@@ -14,13 +14,13 @@ namespace dlaunch::core {
 
 class FlightRecorder;
 
-enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8 };
-enum class ReduceOp { kSum, kAvg, kMin, kMax };
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8, kInt8 };
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProd };
 enum class DeviceType { kCpu, kCuda };
 
 size_t DataTypeSize(DataType dtype);
 const char* DataTypeName(DataType dtype);  // nccl-tests' names: float, double, half, bfloat16, ...
-const char* ReduceOpName(ReduceOp op);     // sum, avg, min, max
+const char* ReduceOpName(ReduceOp op);     // sum, avg, min, max, prod
 
 // A view of memory owned by the caller; it must stay valid until the work completes.
 struct Buffer {
@@ -70,6 +70,20 @@ class Communicator {
   // (nccl-tests' sendrecv pattern). Recorded as one "send" and one "recv" entry.
   virtual std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) = 0;
   virtual std::shared_ptr<Work> Barrier() = 0;
+
+  // Out-of-place forms and the rooted collectives (nccl-tests' out-of-place column, reduce,
+  // gather, scatter). `in` is left as it was; in.ptr == out.ptr is the in-place form. The
+  // defaults throw Error(kInvalidArgument) naming the backend, for communicators without them.
+  virtual std::shared_ptr<Work> AllReduce(Buffer in, Buffer out, ReduceOp op);
+  // Every rank's out receives root's in (in is read on root only).
+  virtual std::shared_ptr<Work> Broadcast(Buffer in, Buffer out, int root);
+  // Root's out receives the reduction of every rank's in. out holds in.count elements on every
+  // rank; off the root its contents afterwards are unspecified (backends may use it as scratch).
+  virtual std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root);
+  // Root's out holds size() * in.count elements, rank r's in at offset r * in.count.
+  virtual std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root);
+  // Root's in holds size() * out.count elements; rank r receives block r.
+  virtual std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root);
 
   // Unblocks every pending call with an error. Does not block. The communicator is unusable after.
   virtual void Abort() = 0;

@@ -19,6 +19,7 @@ size_t DataTypeSize(DataType dtype) {
     case DataType::kBFloat16:
       return 2;
     case DataType::kUint8:
+    case DataType::kInt8:
       return 1;
   }
   return 0;
@@ -40,6 +41,8 @@ const char* DataTypeName(DataType dtype) {
       return "int64";
     case DataType::kUint8:
       return "uint8";
+    case DataType::kInt8:
+      return "int8";
   }
   return "unknown";
 }
@@ -54,6 +57,8 @@ const char* ReduceOpName(ReduceOp op) {
       return "min";
     case ReduceOp::kMax:
       return "max";
+    case ReduceOp::kProd:
+      return "prod";
   }
   return "unknown";
 }
@@ -76,6 +81,31 @@ void Communicator::CopyIn(Buffer dst, const void* host) {
 
 void Communicator::CopyOut(void* host, Buffer src) {
   if (src.bytes() > 0) std::memcpy(host, src.ptr, src.bytes());
+}
+
+namespace {
+
+std::shared_ptr<Work> Unsupported(const Communicator& comm, const char* op) {
+  throw Error(ErrorKind::kInvalidArgument,
+              std::string("the ") + comm.backend() + " communicator has no " + op);
+}
+
+}  // namespace
+
+std::shared_ptr<Work> Communicator::AllReduce(Buffer, Buffer, ReduceOp) {
+  return Unsupported(*this, "out-of-place allreduce");
+}
+std::shared_ptr<Work> Communicator::Broadcast(Buffer, Buffer, int) {
+  return Unsupported(*this, "out-of-place broadcast");
+}
+std::shared_ptr<Work> Communicator::Reduce(Buffer, Buffer, ReduceOp, int) {
+  return Unsupported(*this, "reduce");
+}
+std::shared_ptr<Work> Communicator::Gather(Buffer, Buffer, int) {
+  return Unsupported(*this, "gather");
+}
+std::shared_ptr<Work> Communicator::Scatter(Buffer, Buffer, int) {
+  return Unsupported(*this, "scatter");
 }
 
 }  // namespace dlaunch::core

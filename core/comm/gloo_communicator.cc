@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/comm/gloo_ops.h"
 #include "core/base/proc.h"
+#include "core/comm/gloo_ops.h"
 #include "core/comm/gloo_store_adapter.h"
 #include "core/comm/shm_group.h"
 #include "core/error.h"

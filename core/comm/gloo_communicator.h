@@ -56,6 +56,11 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Recv(Buffer buf, int peer) override;
   std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) override;
   std::shared_ptr<Work> Barrier() override;
+  std::shared_ptr<Work> AllReduce(Buffer in, Buffer out, ReduceOp op) override;
+  std::shared_ptr<Work> Broadcast(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root) override;
+  std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root) override;
   void Abort() override;
   FlightRecorder& flight_recorder() override { return recorder_; }
 
@@ -84,6 +89,7 @@ class GlooCommunicator : public Communicator {
   void RunHierAllGather(Buffer in, Buffer out, uint32_t tag);
   void RunHierReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
   void RunHierBarrier(uint32_t tag);
+  void RunReduce(Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
 

@@ -62,6 +62,8 @@ ncclDataType_t NcclType(DataType dtype) {
       return ncclInt64;
     case DataType::kUint8:
       return ncclUint8;
+    case DataType::kInt8:
+      return ncclInt8;
   }
   return ncclUint8;
 }
@@ -76,6 +78,8 @@ ncclRedOp_t NcclOp(ReduceOp op) {
       return ncclMin;
     case ReduceOp::kMax:
       return ncclMax;
+    case ReduceOp::kProd:
+      return ncclProd;
   }
   return ncclSum;
 }
@@ -446,6 +450,77 @@ std::shared_ptr<Work> NcclCommunicator::Barrier() {
     return DLAUNCH_NCCL_CHECK(ncclAllReduce(barrier_buf_.get(), barrier_buf_.get(), 1, ncclInt32,
                                             ncclSum, AsComm(comm_), AsStream(stream_)),
                               comm_);
+  });
+}
+
+std::shared_ptr<Work> NcclCommunicator::AllReduce(Buffer in, Buffer out, ReduceOp op) {
+  check_.Alike("allreduce", in, out);
+  int64_t seq = recorder_.Record("allreduce", in.dtype, in.count, in.bytes());
+  return Launch({seq}, "allreduce", [&] {
+    return DLAUNCH_NCCL_CHECK(ncclAllReduce(in.ptr, out.ptr, in.count, NcclType(in.dtype),
+                                            NcclOp(op), AsComm(comm_), AsStream(stream_)),
+                              comm_);
+  });
+}
+
+std::shared_ptr<Work> NcclCommunicator::Broadcast(Buffer in, Buffer out, int root) {
+  check_.Alike("broadcast", in, out);
+  check_.Root("broadcast", root);
+  int64_t seq = recorder_.Record("broadcast", out.dtype, out.count, out.bytes(), -1, root);
+  return Launch({seq}, "broadcast", [&] {
+    return DLAUNCH_NCCL_CHECK(ncclBroadcast(in.ptr, out.ptr, out.count, NcclType(out.dtype), root,
+                                            AsComm(comm_), AsStream(stream_)),
+                              comm_);
+  });
+}
+
+std::shared_ptr<Work> NcclCommunicator::Reduce(Buffer in, Buffer out, ReduceOp op, int root) {
+  check_.Alike("reduce", in, out);
+  check_.Root("reduce", root);
+  int64_t seq = recorder_.Record("reduce", in.dtype, in.count, in.bytes(), -1, root);
+  return Launch({seq}, "reduce", [&] {
+    return DLAUNCH_NCCL_CHECK(ncclReduce(in.ptr, out.ptr, in.count, NcclType(in.dtype), NcclOp(op),
+                                         root, AsComm(comm_), AsStream(stream_)),
+                              comm_);
+  });
+}
+
+// NCCL has no gather or scatter: a group of sends and receives, as nccl-tests does it.
+std::shared_ptr<Work> NcclCommunicator::Gather(Buffer in, Buffer out, int root) {
+  check_.Gather(in, out, root);
+  int64_t seq = recorder_.Record("gather", in.dtype, in.count, in.bytes() * size_, -1, root);
+  return Launch({seq}, "gather", [&] {
+    DLAUNCH_NCCL_CHECK(ncclGroupStart(), comm_);
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p) {
+        DLAUNCH_NCCL_CHECK(ncclRecv(static_cast<char*>(out.ptr) + p * in.bytes(), in.count,
+                                    NcclType(in.dtype), p, AsComm(comm_), AsStream(stream_)),
+                           comm_);
+      }
+    }
+    DLAUNCH_NCCL_CHECK(
+        ncclSend(in.ptr, in.count, NcclType(in.dtype), root, AsComm(comm_), AsStream(stream_)),
+        comm_);
+    return DLAUNCH_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+
+std::shared_ptr<Work> NcclCommunicator::Scatter(Buffer in, Buffer out, int root) {
+  check_.Scatter(in, out, root);
+  int64_t seq = recorder_.Record("scatter", out.dtype, out.count, out.bytes() * size_, -1, root);
+  return Launch({seq}, "scatter", [&] {
+    DLAUNCH_NCCL_CHECK(ncclGroupStart(), comm_);
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p) {
+        DLAUNCH_NCCL_CHECK(ncclSend(static_cast<char*>(in.ptr) + p * out.bytes(), out.count,
+                                    NcclType(out.dtype), p, AsComm(comm_), AsStream(stream_)),
+                           comm_);
+      }
+    }
+    DLAUNCH_NCCL_CHECK(
+        ncclRecv(out.ptr, out.count, NcclType(out.dtype), root, AsComm(comm_), AsStream(stream_)),
+        comm_);
+    return DLAUNCH_NCCL_CHECK(ncclGroupEnd(), comm_);
   });
 }
 

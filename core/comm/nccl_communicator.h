@@ -42,6 +42,11 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<Work> Recv(Buffer buf, int peer) override;
   std::shared_ptr<Work> SendRecv(Buffer send, int dst, Buffer recv, int src) override;
   std::shared_ptr<Work> Barrier() override;
+  std::shared_ptr<Work> AllReduce(Buffer in, Buffer out, ReduceOp op) override;
+  std::shared_ptr<Work> Broadcast(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root) override;
+  std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root) override;
+  std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root) override;
   void Abort() override;
   FlightRecorder& flight_recorder() override { return recorder_; }
 

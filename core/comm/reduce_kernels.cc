@@ -26,6 +26,12 @@ struct SumOp {
     return a + b;
   }
 };
+struct ProdOp {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a * b);
+  }
+};
 struct MinOp {
   template <typename T>
   static T Apply(T a, T b) {
@@ -69,6 +75,8 @@ ReduceFn ForType(DataType dtype) {
       return &ReduceNative<int64_t, Op>;
     case DataType::kUint8:
       return &ReduceNative<uint8_t, Op>;
+    case DataType::kInt8:
+      return &ReduceNative<int8_t, Op>;
     case DataType::kFloat16:
       return &ReduceWidened<Half, Op>;
     case DataType::kBFloat16:
@@ -142,6 +150,8 @@ ReduceFn GetReduceFn(DataType dtype, ReduceOp op) {
       return ForType<MinOp>(dtype);
     case ReduceOp::kMax:
       return ForType<MaxOp>(dtype);
+    case ReduceOp::kProd:
+      return ForType<ProdOp>(dtype);
   }
   return nullptr;
 }
@@ -173,6 +183,11 @@ void DivideInPlace(void* buf, size_t count, DataType dtype, int divisor) {
       for (size_t i = 0; i < count; ++i) p[i] = static_cast<uint8_t>(p[i] / divisor);
       return;
     }
+    case DataType::kInt8: {
+      auto* p = static_cast<int8_t*>(buf);
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<int8_t>(p[i] / divisor);
+      return;
+    }
     case DataType::kFloat16:
     case DataType::kBFloat16:
       for (size_t i = 0; i < count; ++i) {
@@ -194,6 +209,8 @@ double LoadAsDouble(const void* buf, size_t i, DataType dtype) {
       return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
     case DataType::kUint8:
       return static_cast<const uint8_t*>(buf)[i];
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(buf)[i];
     case DataType::kFloat16:
       return HalfToFloat(static_cast<const uint16_t*>(buf)[i]);
     case DataType::kBFloat16:
@@ -218,6 +235,9 @@ void StoreFromDouble(void* buf, size_t i, DataType dtype, double value) {
       return;
     case DataType::kUint8:
       static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(value);
+      return;
+    case DataType::kInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(value);
       return;
     case DataType::kFloat16:
       static_cast<uint16_t*>(buf)[i] = FloatToHalf(static_cast<float>(value));

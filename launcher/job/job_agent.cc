@@ -103,12 +103,21 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;
   } else if (r.first_failure) {
     const RankOutcome& f = r.ranks[*r.first_failure];
-    const std::string extra = role_->RankError(f.rank);
-    std::cerr << FormatRootCause(f, host_, plan_.ranks()[f.local_rank].dir, extra);
-    report.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
-                   (extra.empty() ? "" : "; " + extra);
     const Command c = plan_.options().command;
     const bool builtin = c == Command::kTrain || c == Command::kPreflight;
+    // A built-in that failed on purpose (a preflight FAIL) prints its verdict, not a crash report.
+    const std::string verdict =
+        builtin ? BuiltinFailureReport(plan_.options(), f, plan_.run_dir()) : "";
+    if (!verdict.empty()) {
+      std::cerr << verdict;
+      report.error = "preflight verdict FAIL";
+      report.verdict = true;
+    } else {
+      const std::string extra = role_->RankError(f.rank);
+      std::cerr << FormatRootCause(f, host_, plan_.ranks()[f.local_rank].dir, extra);
+      report.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
+                     (extra.empty() ? "" : "; " + extra);
+    }
     report.exit_code = builtin ? BuiltinExitCode(f) : kExitRankFailed;
   }
   return report;

@@ -38,7 +38,8 @@ class NodeZero : public NodeRole {
   std::string RankError(int rank) override { return coordinator_->RankError(rank); }
 
   void Explain(const AttemptReport& report) override {
-    if (report.exit_code == 0 || coordinator_->hang_diagnosed() || report.result.interrupted_by) {
+    if (report.exit_code == 0 || coordinator_->hang_diagnosed() || report.result.interrupted_by ||
+        report.verdict) {
       return;
     }
     // The failure's picture across ranks: each one's last collective, phase and memory.

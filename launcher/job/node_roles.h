@@ -16,7 +16,8 @@ struct AttemptReport {
   int attempt = 0;
   AttemptResult result;
   int exit_code = 0;
-  std::string error;  // one line: the root cause or the reason it stopped; "" on success
+  std::string error;     // one line: the root cause or the reason it stopped; "" on success
+  bool verdict = false;  // a built-in printed its own verdict (preflight FAIL): no diagnosis
 };
 
 // The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,

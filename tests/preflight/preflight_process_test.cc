@@ -34,6 +34,17 @@ std::string Binary(const char* env, const char* built) {
 const std::string kDlaunch = Binary("DLAUNCH_TEST_BIN", DLAUNCH_BIN);
 const std::string kWorker = Binary("DLAUNCH_TEST_WORKER", DLAUNCH_WORKER_BIN);
 
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::string Launcher(const fs::path& logs, const std::string& run_id) {
   return "timeout 120 env DLAUNCH_WORKER=" + kWorker + " " + kDlaunch +
          " --nproc 2 --skip-doctor --quiet --log-dir " + logs.string() + " --run-id " + run_id;
@@ -65,7 +76,7 @@ TEST_F(PreflightProcessTest, TwoRanksPassAndWriteTheRunDirectory) {
   auto doc = nlohmann::json::parse(in);
   EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
   EXPECT_EQ(2, doc["world_size"]);
-  EXPECT_EQ(6u, doc["bandwidth"].size());
+  EXPECT_EQ(9u, doc["bandwidth"].size());
   EXPECT_TRUE(doc["hang_test"]["passed"].get<bool>()) << doc["hang_test"].dump();
   EXPECT_EQ(nlohmann::json::array({1}), doc["hang_test"]["ranks"][0]["missing_ranks"]);
   for (int r = 0; r < 2; ++r) {
@@ -90,6 +101,57 @@ TEST_F(PreflightProcessTest, MalformedFlagExitsTwoBeforeAnyRankStarts) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(std::string::npos, text.find("--stepfactor (-f) must be at least 2")) << text;
   EXPECT_FALSE(fs::exists(logs / "bad" / "rank0" / "flight.json"));
+}
+
+TEST_F(PreflightProcessTest, NcclOnlyFlagOnGlooIsRefusedBeforeAnyRank) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e_graph");
+  fs::path out = logs / "out.txt";
+  EXPECT_EQ(2, RunCommand(Launcher(logs, "g") + " preflight --backend gloo -G 1 > " + out.string() +
+                          " 2>&1"));
+  std::string text = ReadFile(out);
+  EXPECT_NE(std::string::npos, text.find("-G (CUDA graph capture) is NCCL only")) << text;
+  EXPECT_FALSE(fs::exists(logs / "g"));
+}
+
+// --help is the launcher's business: printed once, no rank started, no run directory.
+TEST_F(PreflightProcessTest, HelpIsPrintedOnceWithoutStartingRanks) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e_help");
+  fs::path out = logs / "out.txt";
+  EXPECT_EQ(0, RunCommand(Launcher(logs, "h") + " preflight --help > " + out.string() + " 2>&1"));
+  std::string text = ReadFile(out);
+  EXPECT_EQ(1u, Count(text, "usage: dlaunch --nproc N preflight")) << text;
+  EXPECT_NE(std::string::npos, text.find("--stepbytes")) << text;
+  EXPECT_FALSE(fs::exists(logs / "h"));
+}
+
+// A FAIL verdict is the cluster's result, not a crash: exit 4, the reasons, no root-cause report.
+TEST_F(PreflightProcessTest, FailIsReportedAsTheVerdict) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e_fail");
+  fs::path out = logs / "out.txt";
+  EXPECT_EQ(4, RunCommand(Launcher(logs, "f") +
+                          " preflight --backend gloo --ops allreduce -b 1K -e 4K -w 0 -n 1"
+                          " --no-hang-test --no-p2p --min-busbw 100000 > " +
+                          out.string() + " 2>&1"));
+  std::string text = ReadFile(out);
+  EXPECT_NE(std::string::npos, text.find("dlaunch: preflight FAIL: allreduce: busbw ")) << text;
+  EXPECT_NE(std::string::npos, text.find("x --min-busbw 100000.00 GB/s")) << text;
+  EXPECT_EQ(std::string::npos, text.find("Root Cause")) << text;
+  auto summary = nlohmann::json::parse(ReadFile(logs / "f" / "summary.json"));
+  EXPECT_EQ(4, summary["exit_code"]);
+  EXPECT_EQ("preflight verdict FAIL", summary["error"]);
+}
+
+TEST_F(PreflightProcessTest, JsonOnRankZerosStdout) {
+  fs::path logs = FreshDir("dlaunch_preflight_e2e_json");
+  ASSERT_EQ(0, RunCommand(Launcher(logs, "j") +
+                          " preflight --backend gloo --ops reduce,gather -b 1K -e 4K -w 0 -n 1"
+                          " --no-hang-test --no-p2p --json > " +
+                          (logs / "out.txt").string() + " 2>&1"))
+      << ReadFile(logs / "out.txt");
+  auto doc = nlohmann::json::parse(ReadFile(logs / "j" / "rank0" / "stdout.log"));
+  EXPECT_EQ("PASS", doc["verdict"]);
+  EXPECT_EQ("reduce", doc["bandwidth"][0]["op"]);
+  EXPECT_EQ("gather_perf", doc["bandwidth"][1]["nccl_tests_name"]);
 }
 
 }  // namespace

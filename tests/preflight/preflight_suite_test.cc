@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "core/store.h"
+#include "tests/preflight/nccl_parsers.h"
 #include "worker/preflight/preflight.h"
 
 namespace dlaunch::worker {
@@ -21,7 +24,8 @@ struct Outcome {
   std::vector<std::pair<std::string, std::string>> events;  // (kind, json) of every rank
 };
 
-Outcome RunWorld(int n, const std::vector<std::string>& args, const fs::path& run_dir) {
+Outcome RunWorld(int n, const std::vector<std::string>& args, const fs::path& run_dir,
+                 const P2PInject& inject = {}) {
   auto store = core::MakeMemoryStore();
   Outcome out;
   out.exit_codes.assign(n, -1);
@@ -36,6 +40,7 @@ Outcome RunWorld(int n, const std::vector<std::string>& args, const fs::path& ru
       ctx.store = store;
       ctx.run_dir = run_dir.string();
       ctx.rank_dir = (run_dir / ("rank" + std::to_string(r))).string();
+      ctx.p2p_inject = inject;
       fs::create_directories(ctx.rank_dir);
       ctx.report_event = [&](const std::string& kind, const std::string& json) {
         std::lock_guard<std::mutex> lock(mu);
@@ -90,15 +95,23 @@ TEST(PreflightSuiteTest, HealthyWorldPassesAndWritesEveryTable) {
   EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
   EXPECT_EQ(3, doc["world_size"]);
   EXPECT_EQ("gloo", doc["backend"]);
-  ASSERT_EQ(6u, doc["bandwidth"].size());
+  ASSERT_EQ(9u, doc["bandwidth"].size());
   for (const auto& op : doc["bandwidth"]) {
     ASSERT_EQ(3u, op["rows"].size()) << op["op"];  // 8 B, 512 B, 32 KiB
+    const bool in_place_checked = op["op"] != "alltoall" && op["op"] != "sendrecv";
     for (const auto& row : op["rows"]) {
       EXPECT_EQ(0, row["wrong"]) << op["op"] << " " << row["size"];
+      EXPECT_EQ(in_place_checked ? nlohmann::json(0) : nlohmann::json(nullptr),
+                row["in_place"]["wrong"])
+          << op["op"] << " " << row["size"];
       EXPECT_GT(row["time_us"].get<double>(), 0) << op["op"];
+      EXPECT_GT(row["in_place"]["time_us"].get<double>(), 0) << op["op"];
     }
+    EXPECT_EQ(0, op["out_of_bounds"]);
     EXPECT_GT(op["avg_busbw_gbps"].get<double>(), 0) << op["op"];
   }
+  ASSERT_EQ(3u, doc["devices"].size());
+  EXPECT_EQ(2, doc["devices"][2]["rank"]);
   const auto& p2p = doc["p2p"];
   ASSERT_EQ(3u, p2p["matrix_gbps"].size());
   EXPECT_GT(p2p["matrix_gbps"][0][1].get<double>(), 0);
@@ -232,6 +245,267 @@ TEST(PreflightSuiteTest, CoordinatorDumpCommandWritesTheFlightRecorder) {
   handler(core::CommandKind::kAbort, "");
   std::ifstream f(dir / "rank0" / "flight.json");
   EXPECT_EQ("exit", nlohmann::json::parse(f)["reason"]);
+}
+
+// Tiny sizes, one timed iteration, no hang test and no p2p: the checks of the flags and ops.
+// A flag in `extra` replaces its default here.
+std::vector<std::string> Small(std::vector<std::string> extra) {
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"-b", "64"}, {"-e", "4K"}, {"-f", "64"}, {"-w", "0"}, {"-n", "1"}, {"-T", "5"}};
+  std::vector<std::string> args = {"--backend", "gloo", "--no-hang-test", "--no-p2p"};
+  for (const auto& [flag, value] : defaults) {
+    if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
+    if (flag == "-f" && std::find(extra.begin(), extra.end(), "-i") != extra.end()) continue;
+    args.insert(args.end(), {flag, value});
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+nlohmann::json Doc(const fs::path& dir) {
+  std::ifstream in(dir / "preflight.json");
+  return nlohmann::json::parse(in);
+}
+
+// Every checked cell of every row holds #wrong 0; returns the number of rows.
+size_t ExpectNoWrong(const nlohmann::json& doc) {
+  size_t rows = 0;
+  for (const auto& op : doc["bandwidth"]) {
+    for (const auto& row : op["rows"]) {
+      ++rows;
+      for (const auto& place : {row, row["in_place"]}) {
+        if (!place["wrong"].is_null()) {
+          EXPECT_EQ(0, place["wrong"]) << op["op"] << " " << row.dump();
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(PreflightSuiteTest, EveryOpTypeAndReductionIsCorrect) {
+  fs::path dir = FreshDir("dlaunch_preflight_all");
+  Outcome out = RunWorld(3, Small({"-d", "all", "-o", "all", "-r", "1", "-e", "64"}), dir);
+  EXPECT_EQ((std::vector<int>{0, 0, 0}), out.exit_codes);
+  auto doc = Doc(dir);
+  EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
+  // One size x 8 types, times 5 reductions for allreduce, reduce_scatter and reduce.
+  std::map<std::string, size_t> rows;
+  for (const auto& op : doc["bandwidth"]) rows[op["op"]] = op["rows"].size();
+  for (const char* op : {"allreduce", "reduce_scatter", "reduce"}) EXPECT_EQ(40u, rows[op]) << op;
+  for (const char* op : {"allgather", "broadcast", "alltoall", "gather", "scatter", "sendrecv"}) {
+    EXPECT_EQ(8u, rows[op]) << op;
+  }
+  EXPECT_EQ(ExpectNoWrong(doc), 3 * 40u + 6 * 8u);
+  for (const auto& row : doc["bandwidth"][4]["rows"]) {
+    EXPECT_NE("none", row["redop"]);
+    EXPECT_EQ(1, row["root"]);
+  }
+}
+
+TEST(PreflightSuiteTest, EveryRootIsCorrect) {
+  fs::path dir = FreshDir("dlaunch_preflight_roots");
+  Outcome out = RunWorld(3, Small({"--ops", "broadcast,reduce,gather,scatter", "-r", "all"}), dir);
+  EXPECT_EQ((std::vector<int>{0, 0, 0}), out.exit_codes);
+  auto doc = Doc(dir);
+  EXPECT_EQ(4 * 3 * 2u, ExpectNoWrong(doc));  // 3 roots x 2 sizes per op
+  for (const auto& op : doc["bandwidth"]) {
+    std::set<int> roots;
+    for (const auto& row : op["rows"]) roots.insert(row["root"].get<int>());
+    EXPECT_EQ((std::set<int>{0, 1, 2}), roots) << op["op"];
+  }
+}
+
+TEST(PreflightSuiteTest, BlockingAverageAndCheckFlags) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"-z", "1", "-a", "0"}, {"-z", "2", "-a", "2"}, {"-z", "3", "-a", "3", "-c", "3"}};
+  for (const auto& v : variants) {
+    fs::path dir = FreshDir("dlaunch_preflight_flags");
+    std::vector<std::string> args = v;
+    args.insert(args.end(), {"--ops", "allreduce,gather,alltoall", "-n", "2"});
+    Outcome out = RunWorld(2, Small(args), dir);
+    EXPECT_EQ((std::vector<int>{0, 0}), out.exit_codes) << v[1];
+    auto doc = Doc(dir);
+    EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
+    EXPECT_EQ(6u, ExpectNoWrong(doc));
+    EXPECT_EQ(std::stoi(v[1]), doc["options"]["blocking"]);
+  }
+  // -c 0: nothing checked, every #wrong is N/A.
+  fs::path dir = FreshDir("dlaunch_preflight_nocheck");
+  EXPECT_EQ((std::vector<int>{0, 0}),
+            RunWorld(2, Small({"--ops", "allreduce", "-c", "0"}), dir).exit_codes);
+  auto unchecked = Doc(dir);
+  for (const auto& row : unchecked["bandwidth"][0]["rows"]) {
+    EXPECT_TRUE(row["wrong"].is_null());
+    EXPECT_TRUE(row["in_place"]["wrong"].is_null());
+  }
+}
+
+TEST(PreflightSuiteTest, LinearStepsVisitEverySize) {
+  fs::path dir = FreshDir("dlaunch_preflight_linear");
+  RunWorld(2, Small({"--ops", "broadcast", "-b", "1K", "-e", "3K", "-i", "1K"}), dir);
+  std::vector<size_t> sizes;
+  auto doc = Doc(dir);
+  for (const auto& row : doc["bandwidth"][0]["rows"]) sizes.push_back(row["size"]);
+  EXPECT_EQ((std::vector<size_t>{1024, 2048, 3072}), sizes);
+}
+
+// Rank 0's stdout with one op is a file nccl-tests' readers take unchanged; --json and --csv put
+// machine-readable output there instead.
+TEST(PreflightSuiteTest, StdoutFormats) {
+  fs::path dir = FreshDir("dlaunch_preflight_stdout");
+  ::testing::internal::CaptureStdout();
+  Outcome out = RunWorld(2, Small({"--ops", "all_reduce_perf", "-e", "64K", "-f", "4"}), dir);
+  std::string text = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ((std::vector<int>{0, 0}), out.exit_codes);
+  auto section = testing::ParseNcclTests(text);
+  EXPECT_EQ(2u, section.device_lines.size());
+  EXPECT_EQ(6u, section.rows.size());  // 64 B .. 64 KiB
+  EXPECT_EQ(1u, testing::FlagPerfAvgBusBw(text).size()) << text;
+  EXPECT_GE(testing::SuperbenchOld(text), 0) << text;
+  EXPECT_EQ(6u, testing::SuperbenchNew(text, true).size()) << text;
+  double avg = -1;
+  EXPECT_EQ(6u, testing::AwsNcclToCsv(text, &avg).size()) << text;
+  EXPECT_GE(avg, 0);
+  // Everything after the table is a comment.
+  const size_t end = text.find("# Collective test concluded: all_reduce_perf");
+  ASSERT_NE(std::string::npos, end);
+  for (const std::string& line : testing::Lines(text.substr(end))) {
+    EXPECT_TRUE(line.empty() || line[0] == '#') << line;
+  }
+  EXPECT_NE(std::string::npos, text.find("# verdict: PASS"));
+
+  ::testing::internal::CaptureStdout();
+  RunWorld(2, Small({"--ops", "allreduce,scatter", "--json"}), dir);
+  std::string json_text = ::testing::internal::GetCapturedStdout();
+  auto doc = nlohmann::json::parse(json_text);  // stdout is the document and nothing else
+  EXPECT_EQ("PASS", doc["verdict"]);
+  EXPECT_EQ(2u, doc["bandwidth"].size());
+
+  ::testing::internal::CaptureStdout();
+  RunWorld(2, Small({"--ops", "allreduce,scatter", "--csv"}), dir);
+  auto lines = testing::Lines(::testing::internal::GetCapturedStdout());
+  ASSERT_EQ(5u, lines.size());  // header + 2 sizes x 2 ops
+  EXPECT_EQ(0u, lines[0].rfind("op,size,count,", 0));
+  EXPECT_EQ(0u, lines[3].rfind("scatter,", 0));
+}
+
+// The shared 2-core host deschedules a rank now and then: a link measured slow once is measured
+// again before it is flagged, and the verdict gives every figure.
+TEST(PreflightSuiteTest, NoiseOnALinkIsRemeasuredNotFlagged) {
+  fs::path dir = FreshDir("dlaunch_preflight_noise");
+  auto slow_first_round = [](int src, int dst, int round) {
+    if (src == 0 && dst == 1 && round == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  };
+  Outcome out = RunWorld(3,
+                         {"--backend",
+                          "gloo",
+                          "--ops",
+                          "sendrecv",
+                          "-b",
+                          "8",
+                          "-e",
+                          "8",
+                          "-w",
+                          "0",
+                          "-n",
+                          "1",
+                          "--no-hang-test",
+                          "--p2p-bytes",
+                          "64K",
+                          "--p2p-iters",
+                          "3",
+                          "--slow-link-factor",
+                          "0.05",
+                          "--p2p-retries",
+                          "5"},
+                         dir, slow_first_round);
+  auto doc = Doc(dir);
+  const auto& recovered = doc["p2p"]["recovered_links"];
+  bool found = false;
+  for (const auto& l : recovered) {
+    if (l["src"] == 0 && l["dst"] == 1) {
+      found = true;
+      EXPECT_LT(l["first_gbps"].get<double>(), 0.05 * doc["p2p"]["median_gbps"].get<double>());
+      EXPECT_GE(l["repeats_gbps"].size(), 1u);
+    }
+  }
+  if (!found && doc["p2p"]["recovered_links"].empty() && doc["p2p"]["slow_links"].empty()) {
+    GTEST_SKIP() << "this host is so loaded that a 200 ms stall did not stand out: "
+                 << doc["p2p"].dump();
+  }
+  EXPECT_TRUE(found) << doc["p2p"].dump();
+  for (const auto& l : doc["p2p"]["slow_links"]) {
+    EXPECT_FALSE(l["src"] == 0 && l["dst"] == 1) << doc["p2p"].dump();
+  }
+  // The verdict does not blame the link. (Other links are not asserted on: with three ranks as
+  // threads on this loaded 2-core host, a link into a descheduled rank can stay slow through
+  // every re-measurement, which is then a real finding about this host.)
+  for (const auto& r : doc["reasons"]) {
+    const std::string reason = r.get<std::string>();
+    EXPECT_FALSE(reason.rfind("p2p link rank 0", 0) == 0 &&
+                 reason.find("-> rank 1") != std::string::npos)
+        << reason;
+  }
+  EXPECT_EQ(out.exit_codes[0], out.exit_codes[2]);
+}
+
+TEST(PreflightSuiteTest, PersistentSlowLinkFailsWithRepeatFigures) {
+  fs::path dir = FreshDir("dlaunch_preflight_slowlink");
+  auto always_slow = [](int src, int dst, int) {
+    if (src == 2 && dst == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  };
+  Outcome out = RunWorld(3,
+                         {"--backend",
+                          "gloo",
+                          "--ops",
+                          "sendrecv",
+                          "-b",
+                          "8",
+                          "-e",
+                          "8",
+                          "-w",
+                          "0",
+                          "-n",
+                          "1",
+                          "--no-hang-test",
+                          "--p2p-bytes",
+                          "64K",
+                          "--p2p-iters",
+                          "3",
+                          "--slow-link-factor",
+                          "0.1",
+                          "--p2p-retries",
+                          "2"},
+                         dir, always_slow);
+  EXPECT_EQ((std::vector<int>{4, 4, 4}), out.exit_codes);
+  auto doc = Doc(dir);
+  EXPECT_EQ("FAIL", doc["verdict"]);
+  bool named = false;
+  for (const auto& r : doc["reasons"]) {
+    const std::string reason = r.get<std::string>();
+    if (reason.find("p2p link rank 2") == 0 && reason.find("-> rank 0") != std::string::npos) {
+      named = true;
+      EXPECT_NE(std::string::npos, reason.find("x the median")) << reason;
+      EXPECT_NE(std::string::npos, reason.find("re-measured ")) << reason;
+      EXPECT_EQ(std::string::npos, reason.find("re-measured none")) << reason;
+    }
+  }
+  EXPECT_TRUE(named) << doc["reasons"].dump();
+  for (const auto& l : doc["p2p"]["slow_links"]) {
+    if (l["src"] == 2 && l["dst"] == 0) {
+      EXPECT_EQ(2u, l["repeats_gbps"].size());
+    }
+  }
+}
+
+TEST(RunPreflightTest, BadArgumentsExitTwo) {
+  PreflightContext ctx;
+  EXPECT_EQ(2, RunPreflight(ctx, {"--bogus"}));
+  EXPECT_EQ(2, RunPreflight(ctx, {"--root", "3"}));  // not a rank of a world of one
+  EXPECT_EQ(2, RunPreflight(ctx, {"--hang-rank", "1"}));
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ HangTestResult RunHangTest(const HangTestParams& p) {
         mine.message = report ? report->message : e.what();
         if (report) mine.missing_ranks = report->missing_ranks;
       }
-      std::cout << "preflight hang test: rank " << p.rank << ": " << mine.message << " (after "
+      std::cerr << "preflight hang test: rank " << p.rank << ": " << mine.message << " (after "
                 << mine.elapsed_ms << " ms)" << std::endl;
       p.store->Set(ReportedKey(p.rank), "1");
       // A rank that tears down early turns the others' timeout into "peer gone": leave together.

@@ -6,20 +6,76 @@
 #include <sstream>
 
 #include "core/comm/reduce_kernels.h"
-#include "worker/preflight/bandwidth_sweep.h"
-#include "worker/preflight/bus_bandwidth.h"
+#include "worker/preflight/op_kernels.h"
+#include "worker/preflight/op_table.h"
 
 namespace dlaunch::worker {
 
 using core::DataType;
+constexpr core::ReduceOp kSum = core::ReduceOp::kSum;
 
-P2PResult RunP2PMatrix(core::Communicator& comm, const PreflightOptions& options) {
-  const int n = comm.size();
+namespace {
+
+// One link, isolated (nobody else transfers while it is measured). Collective: every rank calls
+// it. Returns the receiver's figure on the receiver, 0 elsewhere; adds corrupted elements seen by
+// the receiver to *wrong.
+double MeasureLink(core::Communicator& comm, core::Buffer buf, std::vector<float>& host, int src,
+                   int dst, const PreflightOptions& options, const P2PInject& inject, int round,
+                   double* wrong) {
+  const auto timeout = options.collective_timeout;
   const int r = comm.rank();
+  comm.Barrier()->Wait(timeout);
+  if (r == src) {
+    for (size_t i = 0; i < buf.count; ++i) host[i] = static_cast<float>(Pattern(src, i, kSum));
+    comm.CopyIn(buf, host.data());
+    std::vector<std::shared_ptr<core::Work>> works;
+    works.push_back(comm.Send(buf, dst));  // warm-up
+    for (int i = 0; i < options.p2p_iters; ++i) {
+      if (inject) inject(src, dst, round);
+      works.push_back(comm.Send(buf, dst));
+    }
+    for (auto& w : works) w->Wait(timeout);
+    return 0;
+  }
+  if (r != dst) return 0;
+  comm.Recv(buf, src)->Wait(timeout);  // warm-up, untimed
+  // Best of the timed transfers: load elsewhere on the host only ever slows a transfer down,
+  // while a bad link is slow every time.
+  double best = 0;
+  for (int i = 0; i < options.p2p_iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    comm.Recv(buf, src)->Wait(timeout);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i == 0 || s < best) best = s;
+  }
+  comm.CopyOut(host.data(), buf);
+  for (size_t i = 0; i < buf.count; ++i) {
+    if (host[i] != static_cast<float>(Pattern(src, i, kSum))) *wrong += 1;
+  }
+  return AlgBwGBps(buf.bytes(), best);
+}
+
+// Every rank contributes its slots (0 elsewhere) and learns the sums.
+std::vector<double> SumEverywhere(core::Communicator& comm, std::vector<double> values,
+                                  std::chrono::milliseconds timeout) {
+  auto mem = comm.Allocate(values.size() * sizeof(double));
+  core::Buffer b = comm.MakeBuffer(mem.get(), values.size(), DataType::kFloat64);
+  comm.CopyIn(b, values.data());
+  comm.AllReduce(b, core::ReduceOp::kSum)->Wait(timeout);
+  comm.CopyOut(values.data(), b);
+  return values;
+}
+
+}  // namespace
+
+P2PResult RunP2PMatrix(core::Communicator& comm, const PreflightOptions& options,
+                       const P2PInject& inject) {
+  const int n = comm.size();
   P2PResult result;
   result.bytes = options.p2p_bytes;
   result.iters = options.p2p_iters;
   result.slow_factor = options.slow_link_factor;
+  result.retries = options.p2p_retries;
   result.gbps.assign(n, std::vector<double>(n, 0.0));
   if (n < 2) {
     result.skipped = "needs at least 2 ranks";
@@ -31,56 +87,64 @@ P2PResult RunP2PMatrix(core::Communicator& comm, const PreflightOptions& options
   core::Buffer buf = comm.MakeBuffer(mem.get(), count, DataType::kFloat32);
   std::vector<float> host(count);
 
-  // What this rank measured as receiver, by source, plus corrupted elements.
-  std::vector<double> row(n + 1, 0.0);
+  // Slot s * n + d holds link s->d as its receiver measured it; the last slot, corrupted
+  // elements.
+  std::vector<double> mine(n * n + 1, 0.0);
   for (int src = 0; src < n; ++src) {
     for (int dst = 0; dst < n; ++dst) {
       if (src == dst) continue;
-      // Isolate the link: nobody else transfers while it is measured.
-      comm.Barrier()->Wait(timeout);
-      if (r == src) {
-        for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(PatternValue(src, i));
-        comm.CopyIn(buf, host.data());
-        std::vector<std::shared_ptr<core::Work>> works;
-        for (int i = 0; i < options.p2p_iters + 1; ++i) works.push_back(comm.Send(buf, dst));
-        for (auto& w : works) w->Wait(timeout);
-      } else if (r == dst) {
-        comm.Recv(buf, src)->Wait(timeout);  // warm-up, untimed
-        // Best of the timed transfers: load elsewhere on the host only ever slows a transfer
-        // down, while a bad link is slow every time.
-        double best = 0;
-        for (int i = 0; i < options.p2p_iters; ++i) {
-          auto t0 = std::chrono::steady_clock::now();
-          comm.Recv(buf, src)->Wait(timeout);
-          double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (i == 0 || s < best) best = s;
-        }
-        row[src] = AlgBwGBps(count * sizeof(float), best);
-        comm.CopyOut(host.data(), buf);
-        for (size_t i = 0; i < count; ++i) {
-          if (host[i] != static_cast<float>(PatternValue(src, i))) row[n] += 1;
-        }
-      }
+      mine[src * n + dst] =
+          MeasureLink(comm, buf, host, src, dst, options, inject, 0, &mine[n * n]);
     }
   }
-  // Everyone learns the whole matrix: row d holds what rank d received from each source.
-  auto in_mem = comm.Allocate((n + 1) * sizeof(double));
-  auto all_mem = comm.Allocate(n * (n + 1) * sizeof(double));
-  core::Buffer in = comm.MakeBuffer(in_mem.get(), n + 1, DataType::kFloat64);
-  core::Buffer all = comm.MakeBuffer(all_mem.get(), n * (n + 1), DataType::kFloat64);
-  comm.CopyIn(in, row.data());
-  comm.AllGather(in, all)->Wait(timeout);
-  std::vector<double> gathered(n * (n + 1));
-  comm.CopyOut(gathered.data(), all);
-  for (int d = 0; d < n; ++d) {
-    for (int s = 0; s < n; ++s) result.gbps[s][d] = gathered[d * (n + 1) + s];
-    result.wrong += static_cast<int64_t>(gathered[d * (n + 1) + n]);
-  }
+  std::vector<double> all = SumEverywhere(comm, mine, timeout);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) result.gbps[s][d] = all[s * n + d];
+  result.wrong = static_cast<int64_t>(all[n * n]);
   FlagSlowLinks(result);
+
+  // Re-measure what looks slow; the median stays that of the first matrix. The list of slow links
+  // is the same on every rank, so every rank takes part in the same transfers.
+  std::vector<SlowLink> first = result.slow_links;
+  std::vector<std::vector<double>> repeats(first.size());
+  for (int round = 1; round <= options.p2p_retries && !result.slow_links.empty(); ++round) {
+    std::vector<double> again(first.size() + 1, 0.0);
+    for (size_t k = 0; k < first.size(); ++k) {
+      again[k] = MeasureLink(comm, buf, host, first[k].src, first[k].dst, options, inject, round,
+                             &again[first.size()]);
+    }
+    again = SumEverywhere(comm, again, timeout);
+    result.wrong += static_cast<int64_t>(again[first.size()]);
+    for (size_t k = 0; k < first.size(); ++k) {
+      repeats[k].push_back(again[k]);
+      double& cell = result.gbps[first[k].src][first[k].dst];
+      cell = std::max(cell, again[k]);
+    }
+    FlagSlowLinks(result, /*keep_median=*/true);
+    // Links that recovered need no further rounds.
+    std::vector<SlowLink> still;
+    std::vector<std::vector<double>> still_repeats;
+    for (size_t k = 0; k < first.size(); ++k) {
+      const double limit = result.slow_factor * result.median_gbps;
+      if (result.gbps[first[k].src][first[k].dst] >= limit) {
+        result.recovered_links.push_back({first[k].src, first[k].dst, first[k].gbps, repeats[k]});
+      } else {
+        still.push_back(first[k]);
+        still_repeats.push_back(repeats[k]);
+      }
+    }
+    first = still;
+    repeats = still_repeats;
+  }
+  for (SlowLink& l : result.slow_links) {
+    for (size_t k = 0; k < first.size(); ++k) {
+      if (first[k].src == l.src && first[k].dst == l.dst) l.repeats = repeats[k];
+    }
+  }
   return result;
 }
 
-void FlagSlowLinks(P2PResult& result) {
+void FlagSlowLinks(P2PResult& result, bool keep_median) {
   const int n = static_cast<int>(result.gbps.size());
   std::vector<double> values;
   for (int s = 0; s < n; ++s)
@@ -89,16 +153,18 @@ void FlagSlowLinks(P2PResult& result) {
   result.slow_links.clear();
   result.slow_ranks.clear();
   if (values.empty()) return;
-  std::vector<double> sorted = values;
-  std::sort(sorted.begin(), sorted.end());
-  size_t m = sorted.size();
-  result.median_gbps = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
+  if (!keep_median) {
+    std::vector<double> sorted = values;
+    std::sort(sorted.begin(), sorted.end());
+    size_t m = sorted.size();
+    result.median_gbps = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
+  }
   const double limit = result.slow_factor * result.median_gbps;
   std::vector<int> slow_count(n, 0);
   for (int s = 0; s < n; ++s) {
     for (int d = 0; d < n; ++d) {
       if (s == d || result.gbps[s][d] >= limit) continue;
-      result.slow_links.push_back({s, d, result.gbps[s][d]});
+      result.slow_links.push_back({s, d, result.gbps[s][d], {}});
       ++slow_count[s];
       ++slow_count[d];
     }
@@ -109,6 +175,18 @@ void FlagSlowLinks(P2PResult& result) {
     for (int k = 0; k < n; ++k)
       if (slow_count[k] == 2 * (n - 1)) result.slow_ranks.push_back(k);
   }
+}
+
+std::string Gbps(double gbps) {
+  char cell[32];
+  std::snprintf(cell, sizeof(cell), "%.2f", gbps);
+  return cell;
+}
+
+std::string JoinGbps(const std::vector<double>& values) {
+  std::string out;
+  for (double v : values) out += (out.empty() ? "" : ", ") + Gbps(v);
+  return out.empty() ? "none" : out;
 }
 
 std::string FormatP2PTable(const P2PResult& result) {
@@ -128,7 +206,7 @@ std::string FormatP2PTable(const P2PResult& result) {
   }
   out << "\n";
   for (int s = 0; s < n; ++s) {
-    std::snprintf(cell, sizeof(cell), "  %7d ", s);
+    std::snprintf(cell, sizeof(cell), "#  %7d", s);
     out << cell;
     for (int d = 0; d < n; ++d) {
       if (s == d) {
@@ -144,7 +222,13 @@ std::string FormatP2PTable(const P2PResult& result) {
   }
   std::snprintf(cell, sizeof(cell), "%.2f", result.median_gbps);
   out << "# median " << cell << " GB/s; * = slower than " << result.slow_factor
-      << " x median; slow links: " << result.slow_links.size() << "\n\n";
+      << " x median after " << result.retries
+      << " re-measurements; slow links: " << result.slow_links.size() << "\n";
+  for (const RecoveredLink& l : result.recovered_links) {
+    out << "# link " << l.src << "->" << l.dst << " first measured " << Gbps(l.first_gbps)
+        << " GB/s, re-measured " << JoinGbps(l.repeats) << " GB/s: noise, not flagged\n";
+  }
+  out << "\n";
   return out.str();
 }
 
@@ -197,7 +281,7 @@ std::string FormatNodeTable(const NodeMatrix& m) {
   }
   out << "\n";
   for (int s = 0; s < nodes; ++s) {
-    std::snprintf(cell, sizeof(cell), "  %7d ", s);
+    std::snprintf(cell, sizeof(cell), "#  %7d", s);
     out << cell;
     for (int d = 0; d < nodes; ++d) {
       std::snprintf(cell, sizeof(cell), " %8.2f", m.gbps[s][d]);

@@ -1,7 +1,10 @@
 // The suite: hang test first (on a communicator of its own), then, on a communicator rebuilt
-// under a fresh store prefix, the bandwidth sweep and the p2p matrix; rank 0 judges and writes
-// preflight.json, and the verdict is broadcast so every rank exits with the same code.
+// under a fresh store prefix, the bandwidth sweep and the p2p matrix; rank 0 prints the tables
+// (nccl-tests' layout, then dlaunch's extras as comment lines), judges and writes preflight.json,
+// and the verdict is broadcast so every rank exits with the same code.
 #include "worker/preflight/preflight.h"
+
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -22,8 +25,11 @@
 #include "core/telemetry.h"
 #include "worker/preflight/bandwidth_sweep.h"
 #include "worker/preflight/hang_test.h"
+#include "worker/preflight/nccl_table.h"
+#include "worker/preflight/op_table.h"
 #include "worker/preflight/p2p_matrix.h"
 #include "worker/preflight/preflight_options.h"
+#include "worker/preflight/preflight_report.h"
 
 namespace dlaunch::worker {
 namespace {
@@ -33,58 +39,6 @@ using nlohmann::json;
 
 constexpr int kExitPass = kExitOk;
 constexpr int kExitFail = kExitUnhealthy;
-
-json SweepJson(const SweepResult& s) {
-  json rows = json::array();
-  for (const SweepRow& r : s.rows) {
-    rows.push_back({{"size", r.bytes},
-                    {"count", r.count},
-                    {"type", s.dtype},
-                    {"redop", s.redop},
-                    {"root", s.root},
-                    {"time_us", r.time_us},
-                    {"algbw_gbps", r.algbw},
-                    {"busbw_gbps", r.busbw},
-                    {"wrong", r.wrong}});
-  }
-  json j = {{"op", s.op}, {"rows", rows}, {"avg_busbw_gbps", s.avg_busbw}};
-  if (!s.skipped.empty()) j["skipped"] = s.skipped;
-  return j;
-}
-
-json P2PJson(const P2PResult& p) {
-  json links = json::array();
-  for (const SlowLink& l : p.slow_links)
-    links.push_back({{"src", l.src}, {"dst", l.dst}, {"gbps", l.gbps}});
-  json j = {{"bytes", p.bytes},
-            {"iters", p.iters},
-            {"matrix_gbps", p.gbps},
-            {"median_gbps", p.median_gbps},
-            {"slow_link_factor", p.slow_factor},
-            {"slow_links", links},
-            {"slow_ranks", p.slow_ranks},
-            {"wrong", p.wrong}};
-  if (!p.skipped.empty()) j["skipped"] = p.skipped;
-  return j;
-}
-
-json HangJson(const HangTestResult& h) {
-  json ranks = json::array();
-  for (const HangTestRank& r : h.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"skipped_collective", r.skipped},
-                     {"detected", r.detected},
-                     {"elapsed_ms", r.elapsed_ms},
-                     {"missing_ranks", r.missing_ranks},
-                     {"message", r.message}});
-  }
-  json j = {{"ran", h.ran},       {"hang_rank", h.hang_rank},
-            {"seq", h.seq},       {"timeout_ms", h.timeout_ms},
-            {"passed", h.passed}, {"problems", h.problems},
-            {"ranks", ranks}};
-  if (!h.skipped.empty()) j["skipped"] = h.skipped;
-  return j;
-}
 
 // Where coordinator commands go while the suite's communicator lives.
 struct CommandTarget {
@@ -146,8 +100,7 @@ class Suite {
   void Event(const std::string& kind, const json& body) {
     if (ctx_.report_event) ctx_.report_event(kind, body.dump());
   }
-  std::vector<std::string> Judge(const std::vector<SweepResult>& sweeps, const P2PResult* p2p,
-                                 const HangTestResult& hang) const;
+  std::vector<DeviceInfo> Devices();
 
   const PreflightContext& ctx_;
   const PreflightOptions options_;
@@ -155,39 +108,26 @@ class Suite {
   std::shared_ptr<core::Store> store_;
 };
 
-std::vector<std::string> Suite::Judge(const std::vector<SweepResult>& sweeps, const P2PResult* p2p,
-                                      const HangTestResult& hang) const {
-  std::vector<std::string> reasons;
-  for (const SweepResult& s : sweeps) {
-    for (const SweepRow& r : s.rows) {
-      if (r.wrong > 0) {
-        reasons.push_back(s.op + ": " + std::to_string(r.wrong) + " wrong elements at " +
-                          std::to_string(r.bytes) + " B");
-      }
-    }
-    if (options_.min_busbw > 0 && !s.rows.empty() && s.rows.back().busbw < options_.min_busbw) {
-      std::ostringstream m;
-      m << s.op << ": busbw " << s.rows.back().busbw << " GB/s at " << s.rows.back().bytes
-        << " B is below --min-busbw " << options_.min_busbw << " GB/s";
-      reasons.push_back(m.str());
-    }
+std::vector<DeviceInfo> Suite::Devices() {
+  DeviceInfo mine;
+  mine.rank = ctx_.rank;
+  mine.pid = static_cast<int>(::getpid());
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  mine.host = host;
+  mine.device = ctx_.local_rank;
+  mine.name = backend_ == "nccl" ? "CUDA device (nccl)" : "CPU (gloo)";
+  auto store = core::MakePrefixStore(ctx_.store_prefix + "devices/", store_);
+  store->Set(std::to_string(ctx_.rank), FormatDeviceLine(mine));
+  std::vector<DeviceInfo> all;
+  if (ctx_.rank != 0) return all;
+  const auto timeout = options_.collective_timeout + std::chrono::seconds(10);
+  for (int r = 0; r < ctx_.world_size; ++r) {
+    DeviceInfo d;
+    if (!ParseDeviceLine(store->Get(std::to_string(r), timeout), &d)) d.rank = r;
+    all.push_back(d);
   }
-  if (p2p && p2p->skipped.empty()) {
-    for (const SlowLink& l : p2p->slow_links) {
-      std::ostringstream m;
-      m << "p2p link " << l.src << "->" << l.dst << ": " << l.gbps << " GB/s is below "
-        << p2p->slow_factor << " x median " << p2p->median_gbps << " GB/s";
-      reasons.push_back(m.str());
-    }
-    for (int k : p2p->slow_ranks) {
-      reasons.push_back("rank " + std::to_string(k) + ": every link to and from it is slow");
-    }
-    if (p2p->wrong > 0) {
-      reasons.push_back("p2p: " + std::to_string(p2p->wrong) + " corrupted elements");
-    }
-  }
-  for (const std::string& p : hang.problems) reasons.push_back("hang test: " + p);
-  return reasons;
+  return all;
 }
 
 int Suite::Run() {
@@ -196,9 +136,13 @@ int Suite::Run() {
   auto started = std::chrono::steady_clock::now();
   ReportStatus(nullptr);
 
-  HangTestResult hang;
-  hang.skipped = "disabled (--no-hang-test)";
-  hang.passed = true;
+  SuiteResults res;
+  res.backend = backend_;
+  res.world_size = n;
+  res.ranks_per_node = ctx_.local_world_size;
+  res.devices = Devices();
+  res.hang.skipped = "disabled (--no-hang-test)";
+  res.hang.passed = true;
   if (options_.hang_test) {
     HangTestParams hp;
     hp.rank = ctx_.rank;
@@ -211,11 +155,8 @@ int Suite::Run() {
       hp.base_options.flight_dump_path = rundir::RankDir(ctx_.rank_dir).hang_test_flight();
     }
     hp.make_comm = [](core::CommOptions o) { return core::MakeCommunicator(o); };
-    if (lead) {
-      std::cout << "# preflight: hang test: rank " << hp.hang_rank << " skips allreduce seq 1; "
-                << "timeout " << hp.timeout.count() << " ms" << std::endl;
-    }
-    hang = RunHangTest(hp);
+    res.hang = RunHangTest(hp);
+    const HangTestResult& hang = res.hang;
     if (hang.ran && !hang.ranks.empty()) {
       const HangTestRank& mine = hang.ranks[lead ? ctx_.rank : 0];
       Event("preflight_hang_test", {{"seq", hang.seq},
@@ -262,79 +203,39 @@ int Suite::Run() {
   } release{holder};
 
   const core::LinkPaths paths = core::GatherLinkPaths(*comm, options_.collective_timeout);
-  if (lead) std::cout << "# link paths: " << paths.Summary() << std::endl;
-  std::vector<SweepResult> sweeps;
+  // Text goes to stdout as each table is done; with --json or --csv stdout carries only that,
+  // and the verdict lines go to stderr.
+  const bool text = options_.format == OutputFormat::kText;
+  std::ostream& notes = text ? std::cout : std::cerr;
+  if (lead && options_.format == OutputFormat::kCsv) std::cout << CsvHeader() << std::flush;
   BandwidthSweep sweep(*comm, options_, [&] { ReportStatus(comm.get()); });
-  for (const std::string& op : options_.ops) {
-    sweeps.push_back(sweep.Run(op));
-    if (lead) std::cout << FormatSweepTable(sweeps.back(), n, backend_) << std::flush;
+  for (const std::string& name : options_.ops) {
+    res.sweeps.push_back(sweep.Run(*FindOp(name)));
+    if (!lead) continue;
+    if (text) std::cout << FormatSweepTable(res.sweeps.back(), options_, res.devices);
+    if (options_.format == OutputFormat::kCsv) std::cout << FormatSweepCsv(res.sweeps.back());
+    std::cout << std::flush;
   }
 
-  std::optional<P2PResult> p2p;
-  NodeMatrix nodes;
   if (options_.p2p) {
-    p2p = RunP2PMatrix(*comm, options_);
-    nodes = FoldPerNode(*p2p, ctx_.local_world_size);
-    if (lead) std::cout << FormatP2PTable(*p2p) << FormatNodeTable(nodes) << std::flush;
+    res.p2p = RunP2PMatrix(*comm, options_, ctx_.p2p_inject);
+    res.nodes = FoldPerNode(*res.p2p, ctx_.local_world_size);
+    if (lead) notes << FormatP2PTable(*res.p2p) << FormatNodeTable(res.nodes) << std::flush;
   }
+  if (lead) notes << "# link paths: " << paths.Summary() << std::endl;
 
   // Rank 0 judges; everybody exits with its verdict.
   int verdict = kExitPass;
   if (lead) {
-    std::vector<std::string> reasons = Judge(sweeps, p2p ? &*p2p : nullptr, hang);
-    for (int k : nodes.slow_nodes) {
-      reasons.push_back("node " + std::to_string(k) +
-                        ": every link to and from another node is slow");
-    }
+    std::vector<std::string> reasons = JudgeSuite(res, options_);
     verdict = reasons.empty() ? kExitPass : kExitFail;
-    if (hang.ran) {
-      for (const HangTestRank& r : hang.ranks) {
-        if (!r.skipped) std::cout << "# hang test: rank " << r.rank << ": " << r.message << "\n";
-      }
-    }
-    std::cout << "# hang test: "
-              << (hang.ran ? (hang.passed ? "passed" : "FAILED") : "skipped, " + hang.skipped)
-              << "\n";
-    std::cout << "# verdict: " << (verdict == kExitPass ? "PASS" : "FAIL") << "\n";
-    for (const std::string& r : reasons) std::cout << "#   " << r << "\n";
-    std::cout << std::flush;
-
-    json opts = {{"backend", backend_},
-                 {"minbytes", options_.min_bytes},
-                 {"maxbytes", options_.max_bytes},
-                 {"stepfactor", options_.step_factor},
-                 {"warmup_iters", options_.warmup_iters},
-                 {"iters", options_.iters},
-                 {"ops", options_.ops},
-                 {"datatype", core::DataTypeName(options_.dtype)},
-                 {"op", core::ReduceOpName(options_.redop)},
-                 {"root", options_.root},
-                 {"collective_timeout_ms", options_.collective_timeout.count()},
-                 {"slow_link_factor", options_.slow_link_factor},
-                 {"min_busbw", options_.min_busbw},
-                 {"hang_test", options_.hang_test},
-                 {"p2p", options_.p2p},
-                 {"p2p_bytes", options_.p2p_bytes},
-                 {"transport", options_.transport}};
-    json bandwidth = json::array();
-    for (const SweepResult& s : sweeps) bandwidth.push_back(SweepJson(s));
-    json doc = {{"verdict", verdict == kExitPass ? "PASS" : "FAIL"},
-                {"reasons", reasons},
-                {"world_size", n},
-                {"backend", backend_},
-                {"unix_ms", base::UnixMillis()},
-                {"duration_s",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
-                {"options", opts},
-                {"bandwidth", bandwidth},
-                {"link_paths", paths.ToJson()},
-                {"p2p", p2p ? P2PJson(*p2p) : json(nullptr)},
-                {"node_matrix", nodes.gbps.empty() ? json(nullptr)
-                                                   : json{{"ranks_per_node", nodes.ranks_per_node},
-                                                          {"matrix_gbps", nodes.gbps},
-                                                          {"median_gbps", nodes.median_gbps},
-                                                          {"slow_nodes", nodes.slow_nodes}}},
-                {"hang_test", HangJson(hang)}};
+    notes << FormatVerdict(res, reasons) << std::flush;
+    json doc = SuiteJson(
+        res, options_, reasons,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    doc["link_paths"] = paths.ToJson();
+    doc["options"]["transport"] = options_.transport;
+    if (options_.format == OutputFormat::kJson) std::cout << doc.dump(2) << std::endl;
     if (!ctx_.run_dir.empty()) {
       rundir::WritePreflight(rundir::RunDir(ctx_.run_dir).preflight(), std::move(doc));
     }
@@ -360,22 +261,12 @@ int Suite::Run() {
 
 }  // namespace
 
-void ValidatePreflightArgs(const std::vector<std::string>& args) { ParsePreflightArgs(args); }
-
 int RunPreflight(const PreflightContext& ctx, const std::vector<std::string>& args) {
   try {
-    PreflightOptions options = ParsePreflightArgs(args);
+    PreflightOptions options = ParsePreflightArgs(args, ctx.world_size);
     if (options.help) {
       if (ctx.rank == 0) std::cout << PreflightUsage() << std::endl;
       return kExitPass;
-    }
-    if (options.root >= ctx.world_size) {
-      throw UsageError("preflight: --root " + std::to_string(options.root) +
-                       " is not a rank of this world of " + std::to_string(ctx.world_size));
-    }
-    if (options.hang_rank >= ctx.world_size) {
-      throw UsageError("preflight: --hang-rank " + std::to_string(options.hang_rank) +
-                       " is not a rank of this world of " + std::to_string(ctx.world_size));
     }
     const std::string backend = core::ResolveBackend(options.backend);
     options.ResolveDefaults(backend);

@@ -9,6 +9,8 @@
 
 #include "core/runtime.h"
 #include "core/store.h"
+#include "worker/preflight/p2p_matrix.h"
+#include "worker/preflight/preflight_options.h"
 
 namespace dlaunch::worker {
 
@@ -36,11 +38,9 @@ struct PreflightContext {
   // thread at any time, also after RunPreflight returned (it then does nothing).
   std::function<void(std::function<void(core::CommandKind command, const std::string& reason)>)>
       set_command_handler;
+  // Optional: slows p2p links down on purpose (tests of the re-measurement).
+  P2PInject p2p_inject;
 };
-
-// Throws UsageError naming the bad flag or value. Does not block. The launcher calls it before it
-// spawns any rank, so a malformed command line exits 2 at once.
-void ValidatePreflightArgs(const std::vector<std::string>& args);
 
 // Runs the suite on this rank; every rank of the job must call it with the same args. Blocks for
 // the whole suite; every collective is bounded by --collective-timeout.
