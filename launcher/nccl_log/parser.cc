@@ -1,9 +1,6 @@
 #include "launcher/nccl_log/parser.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -21,8 +18,6 @@ constexpr size_t kMaxLinks = 4096;
 constexpr size_t kMaxComms = 256;
 constexpr size_t kMaxChannels = 128;
 constexpr size_t kMaxSmallList = 16;
-constexpr size_t kChunk = 1 << 20;
-constexpr size_t kMaxLine = 64 << 10;
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool Contains(std::string_view s, std::string_view p) {
@@ -45,21 +40,6 @@ void AppendUnique(std::vector<NetInterface>* into, const std::vector<NetInterfac
 }
 
 }  // namespace
-
-std::string NormalizeBusId(std::string_view id) {
-  std::string out;
-  if (StartsWith(id, "0x") || StartsWith(id, "0X")) id.remove_prefix(2);
-  for (char c : id) {
-    if (c == ':' || c == '.') continue;
-    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    if (!hex) break;
-    if (out.empty() && c == '0') continue;
-    out.push_back(c);
-  }
-  if (out.empty() && !id.empty() && id[0] == '0') out = "0";
-  return out;
-}
 
 struct LogParser::State {
   struct Stream {
@@ -87,19 +67,22 @@ struct LogParser::State {
   std::vector<int> order_scratch;
   int64_t bytes = 0, lines = 0, nccl_lines = 0;
 
+  template <typename T>
+  void AppendRaw(T v) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+
   Stream& StreamFor(const LogLine& l) {
     key.clear();
     if (l.host.empty()) {
       key += '\x01';
-      key += std::to_string(sources.size() - 1);
-      key += '/';
-      key += std::to_string(l.mpi_rank);
+      AppendRaw(sources.size() - 1);
+      AppendRaw(l.mpi_rank);
     } else {
       key.append(l.host);
-      key += ':';
-      key += std::to_string(l.pid);
-      key += ':';
-      key += std::to_string(l.dev);
+      key += '\0';
+      AppendRaw(l.pid);
+      AppendRaw(l.dev);
     }
     auto it = index.find(key);
     if (it != index.end()) return streams[it->second];
@@ -258,20 +241,26 @@ struct LogParser::State {
     if (Contains(m, "GPU Direct RDMA")) PushCapped(&r.gdr_lines, m);
   }
 
+  // Most lines of a large log are per-collective lines no rule reads: the first character
+  // decides which few searches a message gets.
   void OnMessage(Stream& s, std::string_view m) {
     RankLog& r = s.log;
+    const char first = m.empty() ? '\0' : m.front();
     std::string name, value;
-    if (ParseEnvLine(m, &name, &value)) {
+    // "NCCL_X set by environment to Y" (every such variable starts with NCCL_).
+    if (first == 'N' && StartsWith(m, "NCCL_") && ParseEnvLine(m, &name, &value)) {
       if (r.env.size() < 256) r.env[name] = Clip(value);
       return;
     }
-    if (Contains(m, " - Init ") || Contains(m, "- Init ") || Contains(m, " - Abort ") ||
-        Contains(m, " - Destroy ") || (Contains(m, " nNodes ") && Contains(m, "comm "))) {
+    // "comm 0x.. rank ..." (2.4-2.17), "ncclCommInitRank comm 0x.." (2.18+).
+    if ((first == 'c' || first == 'n') &&
+        (Contains(m, "- Init ") || Contains(m, " - Abort ") || Contains(m, " - Destroy ") ||
+         (Contains(m, " nNodes ") && Contains(m, "comm ")))) {
       OnCommLine(s, m);
       return;
     }
     int channel = 0;
-    switch (m.empty() ? '\0' : m.front()) {
+    switch (first) {
       case 'C':
       case 'R':
         if (ParseLinkLine(m, &scratch, &channel)) {
@@ -404,41 +393,10 @@ void LogParser::AddLine(std::string_view line) {
 
 bool LogParser::AddFile(const std::string& path, int rank_hint) {
   BeginSource(path, rank_hint);
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    state_->problems.push_back(path + ": cannot be read");
-    return false;
-  }
-  std::string buf(kChunk + kMaxLine, '\0');
-  size_t have = 0;       // bytes of an unfinished line kept from the last chunk
-  bool cutting = false;  // inside a line longer than kMaxLine: skip to its newline
-  while (true) {
-    size_t n = std::fread(&buf[have], 1, kChunk, f);
-    state_->bytes += static_cast<int64_t>(n);
-    if (n == 0) break;
-    std::string_view data(buf.data(), have + n);
-    size_t start = 0;
-    while (true) {
-      const void* nl = std::memchr(data.data() + start, '\n', data.size() - start);
-      if (!nl) break;
-      size_t end = static_cast<const char*>(nl) - data.data();
-      if (!cutting) state_->OnLine(data.substr(start, std::min(end - start, kMaxLine)));
-      cutting = false;
-      start = end + 1;
-    }
-    have = data.size() - start;
-    if (have > kMaxLine) {
-      if (!cutting) state_->OnLine(data.substr(start, kMaxLine));
-      cutting = true;
-      have = 0;
-    } else if (start > 0) {
-      std::memmove(&buf[0], data.data() + start, have);
-    }
-  }
-  if (have > 0 && !cutting) state_->OnLine(std::string_view(buf.data(), have));
-  bool ok = !std::ferror(f);
-  std::fclose(f);
-  if (!ok) state_->problems.push_back(path + ": read error");
+  std::string error;
+  bool ok = ReadLines(
+      path, [this](std::string_view line) { state_->OnLine(line); }, &state_->bytes, &error);
+  if (!ok) state_->problems.push_back(path + ": " + error);
   return ok;
 }
 
@@ -612,43 +570,6 @@ ParseResult LogParser::Finish() {
   });
   for (Out& o : ranks) out.ranks.push_back(std::move(o.log));
   return out;
-}
-
-ParseResult ParseRankDirs(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::pair<int, std::string>> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("rank", 0) != 0 || !it->is_directory(ec)) continue;
-    int rank = -1;
-    try {
-      size_t used = 0;
-      rank = std::stoi(name.substr(4), &used);
-      if (used != name.size() - 4) continue;
-    } catch (const std::exception&) {
-      continue;
-    }
-    for (fs::directory_iterator f(it->path(), ec), fend; !ec && f != fend; f.increment(ec)) {
-      const std::string fname = f->path().filename().string();
-      if (fname.rfind("nccl", 0) == 0 && fname.find(".log") != std::string::npos) {
-        files.emplace_back(rank, f->path().string());
-      }
-    }
-  }
-  std::sort(files.begin(), files.end());
-  LogParser parser;
-  if (ec && files.empty()) parser.BeginSource(dir);
-  for (const auto& [rank, path] : files) parser.AddFile(path, rank);
-  ParseResult out = parser.Finish();
-  if (ec && files.empty()) out.problems.push_back(dir + ": " + ec.message());
-  return out;
-}
-
-ParseResult ParseFiles(const std::vector<std::string>& paths) {
-  LogParser parser;
-  for (const std::string& p : paths) parser.AddFile(p);
-  return parser.Finish();
 }
 
 }  // namespace dlaunch::launcher::nccl_log

@@ -4,6 +4,8 @@
 // not know are counted and skipped; nothing in a log makes it throw.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +42,12 @@ class LogParser {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// Calls `on_line` for every line of the file (without its newline; a line longer than 64 KiB is
+// cut), reading fixed-size chunks so memory stays bounded; adds the bytes read to *bytes.
+// Blocks on file I/O. Returns false with *error ("cannot be read", "read error") on failure.
+bool ReadLines(const std::string& path, const std::function<void(std::string_view)>& on_line,
+               int64_t* bytes, std::string* error);
 
 // The files' ranks, each file parsed with LogParser::AddFile.
 ParseResult ParseFiles(const std::vector<std::string>& paths);
