@@ -428,6 +428,9 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   if (o.nproc > 1 && !IsSet("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = "1";
   if (!IsSet("TORCH_NCCL_ASYNC_ERROR_HANDLING")) common["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
   if (!o.nccl_debug.empty()) common["NCCL_DEBUG"] = o.nccl_debug;
+  if (o.nccl_debug == "INFO" && !IsSet("NCCL_DEBUG_SUBSYS")) {
+    common["NCCL_DEBUG_SUBSYS"] = nccl_log::kNcclDebugSubsys;  // what the NCCL analysis reads
+  }
   if (!o.nccl_socket_ifname.empty()) {
     common["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     common["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
