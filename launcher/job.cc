@@ -27,6 +27,9 @@
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/live_job.h"
 #include "launcher/mpi_rendezvous.h"
+#include "launcher/nccl_log/nccl_debug_default.h"
+#include "launcher/nccl_log/parser.h"
+#include "launcher/nccl_log/report.h"
 #include "launcher/node_agent.h"
 #include "launcher/node_env.h"
 #include "launcher/report.h"
@@ -578,6 +581,12 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     hang_diagnosed = false;
     std::lock_guard<std::mutex> lock(events_mu);
     rank_errors.clear();
+  }
+  if (o.command == Command::kPreflight && !agent) {
+    // Beside preflight's bandwidth tables: which transport each rank pair used, from nccl.log.
+    std::cout << nccl_log::FormatPreflightSection(
+                     nccl_log::Analyze(nccl_log::ParseRankDirs(run_dir)))
+              << std::flush;
   }
   if (node_agent) {
     node_agent->PushFiles(rank_dirs);

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -248,8 +248,8 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT", "off"};
     if (std::none_of(std::begin(kLevels), std::end(kLevels),
                      [&](const char* l) { return o.nccl_debug == l; })) {
-      throw UsageError("--nccl-debug must be VERSION, WARN, INFO, TRACE or off (got '" + o.nccl_debug +
-                       "')");
+      throw UsageError("--nccl-debug must be VERSION, WARN, INFO, TRACE or off (got '" +
+                       o.nccl_debug + "')");
     }
   }
   o.nccl_socket_ifname = First<std::string>(vm, {"nccl-socket-ifname"}).value_or("");
@@ -288,10 +288,9 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     o.program = rest;
   }
   const char* env_debug = std::getenv("NCCL_DEBUG");
-  const bool user_nccl_debug =
-      (env_debug && *env_debug) || std::any_of(o.env.begin(), o.env.end(), [](const auto& kv) {
-        return kv.first == "NCCL_DEBUG";
-      });
+  const bool user_nccl_debug = (env_debug && *env_debug) ||
+                               std::any_of(o.env.begin(), o.env.end(),
+                                           [](const auto& kv) { return kv.first == "NCCL_DEBUG"; });
   o.nccl_debug = nccl_log::ResolveNcclDebug(
       o.nccl_debug, o.command == Command::kTrain || o.command == Command::kPreflight, o.program,
       user_nccl_debug);

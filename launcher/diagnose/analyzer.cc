@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/format_util.h"
+#include "launcher/nccl_log/parser.h"
 #include "launcher/diagnose/trace_writer.h"
 
 namespace dlaunch::launcher {
@@ -1063,6 +1064,7 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
     return d;
   }
   Diagnosis d = Analyze(run);
+  d.nccl_verdicts = nccl_log::FindVerdicts(nccl_log::ParseRankDirs(run_dir), {});
   WriteReportFiles(run, &d, run_dir);
   return d;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/nccl_log/report.h"
+
 namespace dlaunch::launcher {
 
 enum class DiagnosisKind { kOk, kHang, kFailure, kMismatch, kIncomplete };
@@ -49,6 +51,7 @@ struct Diagnosis {
   std::vector<RankDiagnosis> ranks;
   std::vector<std::string> details;   // root-cause block, memory trend, mismatch table, ...
   std::vector<std::string> problems;  // inputs that were missing or unreadable
+  std::vector<nccl_log::Verdict> nccl_verdicts;  // from the ranks' NCCL logs (nccl.log)
   std::string run_dir;
   int64_t created_unix_ms = 0;
 };

@@ -6,12 +6,25 @@
 
 namespace dlaunch::launcher {
 
+namespace {
+
+nlohmann::json NcclVerdictsJson(const std::vector<nccl_log::Verdict>& verdicts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const nccl_log::Verdict& v : verdicts) out.push_back(nccl_log::VerdictToJson(v));
+  return out;
+}
+
+}  // namespace
+
 std::string FormatDiagnosis(const Diagnosis& d) {
   std::ostringstream out;
   out << d.headline << "\n";
   if (!d.trigger.empty()) out << "  detected: " << d.trigger << "\n";
   for (const RankDiagnosis& r : d.ranks) out << "  " << r.line << "\n";
   for (const std::string& line : d.details) out << "  " << line << "\n";
+  for (const std::string& line : nccl_log::FormatVerdicts(d.nccl_verdicts)) {
+    out << "  " << line << "\n";
+  }
   for (const RankDiagnosis& r : d.ranks) {
     if (r.nccl_warnings.empty()) continue;
     out << "  NCCL warnings of rank " << r.rank << ":\n";
@@ -61,6 +74,7 @@ nlohmann::json DiagnosisToJson(const Diagnosis& d) {
           {"ranks", ranks},
           {"details", d.details},
           {"problems", d.problems},
+          {"nccl_verdicts", NcclVerdictsJson(d.nccl_verdicts)},
           {"incomplete", !d.problems.empty() || d.kind == DiagnosisKind::kIncomplete},
           {"run_dir", d.run_dir},
           {"created_unix_ms", d.created_unix_ms}};

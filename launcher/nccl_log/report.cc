@@ -225,6 +225,13 @@ std::string FormatReport(const NcclReport& report) {
   return out.str();
 }
 
+std::string FormatPreflightSection(const NcclReport& report) {
+  if (report.parsed.ranks.empty()) return "";
+  std::string out = FormatTransportMatrix(report.transports);
+  for (const std::string& line : FormatVerdicts(report.verdicts)) out += line + "\n";
+  return out;
+}
+
 nlohmann::json VerdictToJson(const Verdict& v) {
   return {{"kind", v.kind},        {"severity", v.severity}, {"ranks", v.ranks},
           {"hosts", v.hosts},      {"message", v.message},   {"fix", v.fix},

@@ -79,6 +79,9 @@ std::string FormatTopology(const std::vector<NodeTopology>& nodes);
 // The matrix as a table with a title line; empty when there is no link to show.
 std::string FormatTransportMatrix(const TransportMatrix& matrix);
 
+// For preflight's report: the transport matrix and the verdicts; empty without NCCL logs.
+std::string FormatPreflightSection(const NcclReport& report);
+
 nlohmann::json VerdictToJson(const Verdict& v);
 nlohmann::json ReportToJson(const NcclReport& report);
 

@@ -107,3 +107,16 @@ TEST(ReportTest, LabelsAndRankLists) {
 
 }  // namespace
 }  // namespace dlaunch::launcher::nccl_log
+
+namespace dlaunch::launcher::nccl_log {
+namespace {
+
+TEST(ReportTest, PreflightSectionIsTheMatrixAndTheVerdicts) {
+  std::string s = FormatPreflightSection(Analyze(LoadFixture("v2.28.9-gdr-off-on-one-node")));
+  EXPECT_THAT(s, HasSubstr("NCCL transports (rank -> rank"));
+  EXPECT_THAT(s, HasSubstr("! NCCL gdr_disabled: GPU Direct RDMA is off on ranks 2,3 (h100-b)"));
+  EXPECT_EQ(FormatPreflightSection(Analyze(ParseResult{})), "");
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher::nccl_log
