@@ -3,8 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -101,14 +99,6 @@ TlsFiles TlsFiles::FromEnv() {
     return std::string(v ? v : "");
   };
   return {get("DLAUNCH_TLS_CA"), get("DLAUNCH_TLS_CERT"), get("DLAUNCH_TLS_KEY")};
-}
-
-std::string ReadWholeFile(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/base/files.h"
 #include "core/store.h"
 #include "dlaunch.grpc.pb.h"
 
@@ -21,9 +22,7 @@ struct TlsFiles {
   static TlsFiles FromEnv();
 };
 
-// A small file's whole content (a PEM file, a token); throws UsageError naming `what` (a flag)
-// when it cannot be read.
-std::string ReadWholeFile(const std::string& path, const char* what);
+using base::ReadWholeFile;  // the name launcher code knows it by
 
 class CoordinatorClient {
  public:

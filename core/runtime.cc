@@ -11,8 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/base/proc.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
+#include "core/run_dir/events_file.h"
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 
 namespace dlaunch::core {
@@ -48,7 +51,7 @@ class LocalRuntime : public Runtime {
         local_world_size_(local_world_size),
         restart_count_(restart_count),
         rank_dir_(std::move(rank_dir)),
-        events_(rank_dir_.empty() ? "" : rank_dir_ + "/events.jsonl") {}
+        events_(rank_dir_.empty() ? "" : rundir::RankDir(rank_dir_).events()) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -75,10 +78,7 @@ class LocalRuntime : public Runtime {
   }
 
   void ReportEvent(const std::string& kind, const std::string& json_object) override {
-    nlohmann::json line = {{"unix_ms", UnixMillis()}, {"rank", rank_}, {"kind", kind}};
-    auto body = nlohmann::json::parse(json_object, nullptr, false);
-    if (body.is_object()) line.update(body);
-    events_.Append(line);
+    events_.Append(rank_, kind, nlohmann::json::parse(json_object, nullptr, false));
   }
 
   void OnCommand(std::function<void(CommandKind, const std::string&)> handler) override {
@@ -254,9 +254,7 @@ std::unique_ptr<Runtime> Runtime::FromEnv() {
   req.set_rank(rank);
   req.set_pid(::getpid());
   req.set_node_rank(EnvInt("GROUP_RANK", 0));
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  req.set_host(host);
+  req.set_host(base::Hostname());
   auto timeout = std::chrono::seconds(EnvInt("DLAUNCH_RDZV_TIMEOUT", 300));
   v1::RegisterResponse reg = client->Register(req, timeout);
   auto interval = std::chrono::milliseconds(EnvInt("DLAUNCH_HEARTBEAT_MS", 1000));

@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/clock.h"
+#include "core/run_dir/run_dir.h"
 #include "launcher/diagnose/diagnose.h"
 
 namespace {
@@ -46,16 +48,9 @@ constexpr int kFaultSeq = 20;  // the collective the fault hits
 constexpr int kFaultRank = 2;
 constexpr auto kStepTime = std::chrono::milliseconds(20);
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using dlaunch::base::UnixMillis;
+using dlaunch::base::UnixNanos;
+namespace rundir = dlaunch::rundir;
 
 struct SharedRank {
   std::atomic<int64_t> last_started{-1};
@@ -84,17 +79,10 @@ const std::map<std::string, Fault> kFaults = {
     {"exit_inside", Fault::kExitInside},     {"unlinked_silent", Fault::kUnlinked}};
 
 // ---- The rank process. ----
-struct Entry {
-  int64_t seq;
-  std::string op;
-  int64_t count;
-  std::string state;
-  int64_t started_ns, completed_ns;
-};
 
 class RankProcess {
  public:
-  RankProcess(Shared* shared, int rank, int world, Fault fault, std::string dir)
+  RankProcess(Shared* shared, int rank, int world, Fault fault, rundir::RankDir dir)
       : shared_(shared),
         me_(shared->ranks[rank]),
         rank_(rank),
@@ -115,7 +103,7 @@ class RankProcess {
       }
       const bool faulty = rank_ == kFaultRank && seq == kFaultSeq;
       if (faulty && (fault_ == Fault::kNeverEntered || fault_ == Fault::kUnlinked)) {
-        me_.fault_ms.store(NowMs());
+        me_.fault_ms.store(UnixMillis());
         me_.phase.store(static_cast<int>(dlaunch::core::Phase::kData));
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       }
@@ -125,24 +113,34 @@ class RankProcess {
       if (faulty && fault_ == Fault::kOpMismatch) op = "broadcast";
       {
         std::lock_guard<std::mutex> lock(mu_);
-        entries_.push_back({seq, op, count, "started", NowNs(), 0});
+        rundir::FlightEntry& e = entries_.emplace_back();
+        e.seq = seq;
+        e.op = op;
+        e.dtype = "float";
+        e.count = count;
+        e.bytes = count * 4;
+        e.root = op == "broadcast" ? 0 : -1;
+        e.state = rundir::OpState::kStarted;
+        e.scheduled_unix_ns = e.started_unix_ns = UnixNanos();
       }
       me_.last_started.store(seq);
       me_.phase.store(static_cast<int>(dlaunch::core::Phase::kCommunication));
       if (faulty && (fault_ == Fault::kCountMismatch || fault_ == Fault::kOpMismatch)) {
-        me_.fault_ms.store(NowMs());
+        me_.fault_ms.store(UnixMillis());
         pthread_barrier_wait(&shared_->wrong);  // never completes: nobody else comes
       }
       if (faulty && fault_ == Fault::kExitInside) {
-        me_.fault_ms.store(NowMs());
+        me_.fault_ms.store(UnixMillis());
         WriteFlight("error");
         std::_Exit(1);
       }
       pthread_barrier_wait(&shared_->collective);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        entries_.back().state = "completed";
-        entries_.back().completed_ns = NowNs();
+        rundir::FlightEntry& e = entries_.back();
+        e.state = rundir::OpState::kCompleted;
+        e.completed_unix_ns = UnixNanos();
+        e.duration_us = (e.completed_unix_ns - e.started_unix_ns) / 1000;
       }
       me_.last_completed.store(seq);
       me_.step.store(seq);
@@ -153,7 +151,7 @@ class RankProcess {
   void Heartbeat() {
     int seen = 0;
     for (;;) {
-      me_.heartbeat_ms.store(NowMs());
+      me_.heartbeat_ms.store(UnixMillis());
       int request = shared_->dump_request.load();
       if (request != seen) {
         seen = request;
@@ -164,43 +162,28 @@ class RankProcess {
   }
 
   void WriteFlight(const char* reason) {
-    nlohmann::json entries = nlohmann::json::array();
+    rundir::FlightDump dump;
+    dump.rank = rank_;
+    dump.world_size = world_;
+    dump.backend = "shm";
+    dump.reason = reason;
+    dump.capacity = 2000;
     {
       std::lock_guard<std::mutex> lock(mu_);
       size_t first = entries_.size() > 2000 ? entries_.size() - 2000 : 0;
-      for (size_t i = first; i < entries_.size(); ++i) {
-        const Entry& e = entries_[i];
-        entries.push_back(
-            {{"seq", e.seq},
-             {"op", e.op},
-             {"dtype", "float"},
-             {"count", e.count},
-             {"bytes", e.count * 4},
-             {"peer", -1},
-             {"root", e.op == "broadcast" ? 0 : -1},
-             {"state", e.state},
-             {"scheduled_unix_ns", e.started_ns},
-             {"started_unix_ns", e.started_ns},
-             {"completed_unix_ns", e.completed_ns},
-             {"duration_us", e.completed_ns ? (e.completed_ns - e.started_ns) / 1000 : 0},
-             {"error", ""}});
-      }
+      dump.entries.assign(entries_.begin() + static_cast<long>(first), entries_.end());
     }
-    nlohmann::json flight = {{"rank", rank_},     {"world_size", world_},      {"backend", "shm"},
-                             {"reason", reason},  {"dumped_unix_ms", NowMs()}, {"capacity", 2000},
-                             {"entries", entries}};
-    const std::string path = dir_ + "/flight.json";
-    std::ofstream(path + ".tmp") << flight.dump();
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    dump.dumped_unix_ms = UnixMillis();
+    rundir::WriteFlight(dir_.flight(), dump);
   }
 
   Shared* shared_;
   SharedRank& me_;
   int rank_, world_;
   Fault fault_;
-  std::string dir_;
+  rundir::RankDir dir_;
   std::mutex mu_;
-  std::vector<Entry> entries_;
+  std::vector<rundir::FlightEntry> entries_;
 };
 
 // ---- The launcher side. ----
@@ -255,7 +238,7 @@ RunResult RunOnce(Fault fault, int world, const HangMonitor::Options& options,
                   const std::string& run_dir) {
   std::filesystem::remove_all(run_dir);
   for (int r = 0; r < world; ++r)
-    std::filesystem::create_directories(run_dir + "/rank" + std::to_string(r));
+    std::filesystem::create_directories(rundir::RunDir(run_dir).rank(r).path());
   auto* shared = static_cast<Shared*>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (shared) Shared();
@@ -276,7 +259,7 @@ RunResult RunOnce(Fault fault, int world, const HangMonitor::Options& options,
       dup2(fds[1], STDOUT_FILENO);
       close(fds[0]);
       close(fds[1]);
-      RankProcess(shared, r, world, fault, run_dir + "/rank" + std::to_string(r)).Run();
+      RankProcess(shared, r, world, fault, rundir::RunDir(run_dir).rank(r)).Run();
     }
     close(fds[1]);
     pids.push_back(pid);
@@ -287,7 +270,7 @@ RunResult RunOnce(Fault fault, int world, const HangMonitor::Options& options,
   for (int r = 0; r < world; ++r) {
     readers.emplace_back([shared, r, fd = out_fds[r]] {
       char buf[4096];
-      while (read(fd, buf, sizeof(buf)) > 0) shared->ranks[r].output_ms.store(NowMs());
+      while (read(fd, buf, sizeof(buf)) > 0) shared->ranks[r].output_ms.store(UnixMillis());
       close(fd);
     });
   }
@@ -297,12 +280,12 @@ RunResult RunOnce(Fault fault, int world, const HangMonitor::Options& options,
   RunResult result;
   int64_t stop_ms = 0;
   std::optional<Diagnosis> failure;
-  const int64_t give_up = NowMs() + options.hang_timeout.count() + 60000;
-  while (NowMs() < give_up) {
+  const int64_t give_up = UnixMillis() + options.hang_timeout.count() + 60000;
+  while (UnixMillis() < give_up) {
     if (fault == Fault::kSigstop && stop_ms == 0 &&
         shared->ranks[kFaultRank].last_completed.load() >= kFaultSeq - 1) {
       kill(pids[kFaultRank], SIGSTOP);
-      stop_ms = NowMs();
+      stop_ms = UnixMillis();
       shared->ranks[kFaultRank].fault_ms.store(stop_ms);
     }
     for (int r = 0; r < world; ++r) {
@@ -311,25 +294,26 @@ RunResult RunOnce(Fault fault, int world, const HangMonitor::Options& options,
       job.MarkExited(r);
       if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         // What the supervisor does on a failed rank: record the exit, analyse the run dir.
-        nlohmann::json ranks = nlohmann::json::array();
+        rundir::Summary summary;
+        summary.run_id = "bench";
+        summary.exit_code = 1;
         for (int k = 0; k < world; ++k) {
-          ranks.push_back({{"rank", k},
-                           {"pid", pids[k]},
-                           {"host", "localhost"},
-                           {"status", k == r ? "failed" : "running"},
-                           {"exit_code", k == r ? WEXITSTATUS(status) : 0},
-                           {"signal", 0},
-                           {"end_unix_ms", k == r ? NowMs() : 0}});
+          rundir::SummaryRank& rank = summary.ranks.emplace_back();
+          rank.rank = k;
+          rank.pid = pids[k];
+          rank.host = "localhost";
+          rank.status = k == r ? rundir::RankStatus::kFailed : rundir::RankStatus::kRunning;
+          if (k == r) rank.exit_code = WEXITSTATUS(status);
+          if (k == r) rank.end_unix_ms = UnixMillis();
         }
-        std::ofstream(run_dir + "/summary.json")
-            << nlohmann::json({{"run_id", "bench"}, {"exit_code", 1}, {"ranks", ranks}}).dump();
+        rundir::WriteSummary(rundir::RunDir(run_dir).summary(), summary);
         Diagnosis d = dlaunch::launcher::Analyze(dlaunch::launcher::LoadRunDir(run_dir));
         failure = d;
       }
     }
-    std::optional<Diagnosis> d = failure ? failure : monitor.Poll(NowMs());
+    std::optional<Diagnosis> d = failure ? failure : monitor.Poll(UnixMillis());
     if (d) {
-      const int64_t detected_ms = NowMs();
+      const int64_t detected_ms = UnixMillis();
       result.detected = true;
       const int64_t fault_ms = shared->ranks[kFaultRank].fault_ms.load();
       result.latency_ms = static_cast<double>(detected_ms - fault_ms);

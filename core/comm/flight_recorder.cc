@@ -1,34 +1,8 @@
 #include "core/comm/flight_recorder.h"
 
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
-#include "core/telemetry.h"
 
 namespace dlaunch::core {
-
-int64_t UnixNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-const char* OpStateName(OpState state) {
-  switch (state) {
-    case OpState::kScheduled:
-      return "scheduled";
-    case OpState::kStarted:
-      return "started";
-    case OpState::kCompleted:
-      return "completed";
-    case OpState::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
 
 FlightRecorder::FlightRecorder(int rank, int world_size, std::string backend, size_t capacity)
     : rank_(rank),
@@ -145,41 +119,43 @@ std::string FlightRecorder::current_op() const {
   return "";
 }
 
-std::string FlightRecorder::ToJson(const std::string& reason) const {
-  nlohmann::json entries = nlohmann::json::array();
+rundir::FlightDump FlightRecorder::Dump(const std::string& reason) const {
+  rundir::FlightDump dump;
+  dump.rank = rank_;
+  dump.world_size = world_size_;
+  dump.backend = backend_;
+  dump.reason = reason;
+  dump.capacity = static_cast<int64_t>(capacity_);
   for (const FlightEntry& e : Entries()) {
-    int64_t duration_us = 0;
+    rundir::FlightEntry& out = dump.entries.emplace_back();
+    out.seq = e.seq;
+    out.collective_seq = e.collective_seq;
+    out.op = e.op;
+    out.dtype = DataTypeName(e.dtype);
+    out.count = static_cast<int64_t>(e.count);
+    out.bytes = static_cast<int64_t>(e.bytes);
+    out.peer = e.peer;
+    out.root = e.root;
+    out.state = e.state;
+    out.scheduled_unix_ns = e.scheduled_unix_ns;
+    out.started_unix_ns = e.started_unix_ns;
+    out.completed_unix_ns = e.completed_unix_ns;
     if (e.started_unix_ns > 0 && e.completed_unix_ns > 0) {
-      duration_us = (e.completed_unix_ns - e.started_unix_ns) / 1000;
+      out.duration_us = (e.completed_unix_ns - e.started_unix_ns) / 1000;
     }
-    entries.push_back({{"seq", e.seq},
-                       {"collective_seq", e.collective_seq},
-                       {"op", e.op},
-                       {"dtype", DataTypeName(e.dtype)},
-                       {"count", e.count},
-                       {"bytes", e.bytes},
-                       {"peer", e.peer},
-                       {"root", e.root},
-                       {"state", OpStateName(e.state)},
-                       {"scheduled_unix_ns", e.scheduled_unix_ns},
-                       {"started_unix_ns", e.started_unix_ns},
-                       {"completed_unix_ns", e.completed_unix_ns},
-                       {"duration_us", duration_us},
-                       {"error", e.error}});
+    out.error = e.error;
   }
-  nlohmann::json doc = {{"rank", rank_},
-                        {"world_size", world_size_},
-                        {"backend", backend_},
-                        {"reason", reason},
-                        {"dumped_unix_ms", UnixNanos() / 1000000},
-                        {"capacity", capacity_},
-                        {"entries", std::move(entries)}};
-  return doc.dump();
+  dump.dumped_unix_ms = UnixNanos() / 1000000;
+  return dump;
+}
+
+std::string FlightRecorder::ToJson(const std::string& reason) const {
+  return rundir::FlightToJson(Dump(reason));
 }
 
 void FlightRecorder::DumpJson(const std::string& path, const std::string& reason) const {
   try {
-    WriteFileAtomically(path, ToJson(reason) + "\n");
+    rundir::WriteFlight(path, Dump(reason));
   } catch (const Error& e) {
     throw Error(ErrorKind::kInternal, "rank " + std::to_string(rank_) +
                                           ": cannot write the flight recorder: " + e.what());

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "core/base/clock.h"
 #include "core/comm/communicator.h"
+#include "core/run_dir/flight_file.h"
 
 namespace dlaunch::core {
 
-enum class OpState { kScheduled, kStarted, kCompleted, kFailed };
-const char* OpStateName(OpState state);
+using rundir::OpState;
+using rundir::OpStateName;
 
 struct FlightEntry {
   int64_t seq = -1;
@@ -66,10 +68,11 @@ class FlightRecorder {
   size_t capacity() const { return capacity_; }
   int rank() const { return rank_; }
 
-  // The shared rank<R>/flight.json document. reason: exit | timeout | request | error.
+  // The flight.json document (core/run_dir). reason: exit | timeout | request | error | signal.
+  rundir::FlightDump Dump(const std::string& reason) const;
   std::string ToJson(const std::string& reason) const;
-  // Writes ToJson atomically (tmp file + rename), creating no directories. Blocks for the write;
-  // throws Error(kInternal) naming the path when it fails.
+  // Writes the dump atomically (unique temp file + rename), creating no directories. Blocks for
+  // the write; throws Error(kInternal) naming the path when it fails.
   void DumpJson(const std::string& path, const std::string& reason) const;
 
  private:
@@ -89,7 +92,6 @@ class FlightRecorder {
   int64_t last_completed_ = -1;
 };
 
-// Wall-clock nanoseconds since the Unix epoch.
-int64_t UnixNanos();
+using base::UnixNanos;
 
 }  // namespace dlaunch::core

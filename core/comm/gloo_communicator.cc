@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/base/proc.h"
 #include "core/comm/gloo_store_adapter.h"
 #include "core/comm/reduce_kernels.h"
 #include "core/error.h"
@@ -65,9 +66,7 @@ gloo::transport::tcp::attr DeviceAttr(const CommOptions& options) {
              std::string(master) != "localhost" && std::string(master) != "::1") {
     // A job spanning hosts: bind to this host's name as torch's gloo does, so that peers on
     // other nodes can reach us.
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    attr.hostname = host;
+    attr.hostname = base::Hostname();
   } else {
     attr.hostname = "127.0.0.1";
   }

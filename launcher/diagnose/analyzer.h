@@ -1,10 +1,19 @@
-// Cross-rank analysis of a run: one engine for the live hang monitor and `dlaunch diagnose`.
+// Cross-rank analysis of a run: one engine for the live hang monitor and `dlaunch diagnose`, in
+// four layers (PyTorch's flight-recorder analyzer keeps builder, checks and types apart the same
+// way):
+//   run_snapshot.h  what the run directory (core/run_dir) and the live launcher say, per rank
+//   rank_facts.h    facts per rank merged from every source, plain data, open to enrichers
+//   stack_parser.h  what gdb's stacks say the main thread is doing
+//   inference.h     mismatch, failure or hang; the culprits; where each rank stood (plain data)
+//   render_text.h   the verdict in words: the Diagnosis, and diagnosis.txt
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "launcher/diagnose/diagnosis.h"
+#include "launcher/diagnose/rank_facts.h"
 #include "launcher/diagnose/run_snapshot.h"
 
 namespace dlaunch::launcher {
@@ -15,6 +24,8 @@ struct AnalyzeOptions {
   int64_t now_unix_ms = 0;
   std::string trigger;          // copied into Diagnosis::trigger
   bool hang_suspected = false;  // a live monitor saw a stall: report a hang even without timeouts
+  // Extra evidence per rank (Python stacks, NCCL log verdicts), applied after the built-in facts.
+  std::vector<FactsEnricher> enrichers;
 };
 
 // Pure computation over the snapshot: does not block, does not throw for any snapshot contents.

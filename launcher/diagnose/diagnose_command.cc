@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/diagnosis_writer.h"
+#include "launcher/diagnose/nccl_findings.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/diagnose/trace_writer.h"
 #include "launcher/nccl_log/parser.h"
@@ -66,9 +68,9 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
   try {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);
-    diagnosis.nccl_verdicts = nccl_log::FindVerdicts(nccl_log::ParseRankDirs(run_dir), {});
+    AttachNcclVerdicts(run_dir, &diagnosis);
     if (vm.count("trace")) {
-      const std::string path = run_dir + "/trace.json";
+      const std::string path = rundir::RunDir(run_dir).trace();
       try {
         WriteTrace(run, &diagnosis, path);
         std::cerr << "dlaunch diagnose: wrote " << path << " (open in https://ui.perfetto.dev)\n";

@@ -1,4 +1,4 @@
-// Renders a Diagnosis for people (console, diagnosis.txt) and programs (diagnosis.json).
+// Lays a Diagnosis out for people (console, diagnosis.txt); diagnosis.json is core/run_dir's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,10 +10,10 @@ namespace dlaunch::launcher {
 
 // Multi-line text: headline, per-rank lines, details, problems. Does not block.
 std::string FormatDiagnosis(const Diagnosis& diagnosis);
-nlohmann::json DiagnosisToJson(const Diagnosis& diagnosis);
+using rundir::DiagnosisToJson;
 
-// Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (tmp file + rename). Blocks
-// on file I/O only; throws Error(kInternal) naming the path when a file cannot be written.
+// Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (rundir::WriteDiagnosis).
+// Blocks on file I/O only; throws Error(kInternal) naming the path when a file cannot be written.
 void WriteDiagnosisFiles(const Diagnosis& diagnosis, const std::string& run_dir);
 
 }  // namespace dlaunch::launcher

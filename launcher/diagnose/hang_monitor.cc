@@ -10,11 +10,12 @@
 #include <thread>
 #include <tuple>
 
+#include "core/base/format.h"
 #include "core/error.h"
-#include "core/telemetry.h"
+#include "core/run_dir/paths.h"
+#include "core/run_dir/rank_logs.h"
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/diagnosis_writer.h"
-#include "launcher/diagnose/format_util.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/diagnose/stack_capture.h"
 #include "launcher/diagnose/trace_writer.h"
@@ -22,17 +23,9 @@
 namespace dlaunch::launcher {
 namespace {
 
-using text::FormatBytes;
-using text::FormatDurationMs;
-using text::FormatRankList;
-using text::FormatUnixMs;
-using text::SignalName;
+using base::FormatDurationMs;
 
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
-
-std::string RankDir(const std::string& run_dir, int rank) {
-  return run_dir + "/rank" + std::to_string(rank);
-}
 
 // Identity of a file version: a rank answering DUMP replaces flight.json (new inode by rename).
 std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
@@ -110,12 +103,13 @@ std::optional<Diagnosis> HangMonitor::Poll(int64_t now_unix_ms) {
 Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigger) {
   fired_ = true;
   const std::string run_dir = job_.run_dir();
+  const rundir::RunDir run(run_dir);
   std::vector<RankLiveState> ranks = job_.Ranks();
 
   // Ask for dumps and wait for every linked, living rank to replace its flight.json.
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;
   for (const RankLiveState& r : ranks) {
-    before[r.rank] = FileStamp(RankDir(run_dir, r.rank) + "/flight.json");
+    before[r.rank] = FileStamp(run.rank(r.rank).flight());
   }
   job_.RequestDump(trigger);
   std::map<int, bool> answered;
@@ -134,10 +128,10 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
       if (!r.linked || r.exited || answered[r.rank]) continue;
       if (hopeless[r.rank]) {
         // Still take a late answer, but do not hold the loop open for it.
-        answered[r.rank] = FileStamp(RankDir(run_dir, r.rank) + "/flight.json") != before[r.rank];
+        answered[r.rank] = FileStamp(run.rank(r.rank).flight()) != before[r.rank];
         continue;
       }
-      if (FileStamp(RankDir(run_dir, r.rank) + "/flight.json") != before[r.rank]) {
+      if (FileStamp(run.rank(r.rank).flight()) != before[r.rank]) {
         answered[r.rank] = true;
       } else {
         all = false;
@@ -160,29 +154,29 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   for (auto& [rank, future] : captures) {
     StackCapture capture = future.get();
     process_state[rank] = capture.process_state;
-    const std::string dir = RankDir(run_dir, rank);
+    const rundir::RankDir dir = run.rank(rank);
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    std::filesystem::create_directories(dir.path(), ec);
     try {
-      core::WriteFileAtomically(dir + "/stacks.txt", capture.text);
+      rundir::WriteStacks(dir.stacks(), capture.text);
     } catch (const Error& e) {
       write_problems.push_back(e.what());
     }
   }
 
-  RunSnapshot run;
+  RunSnapshot snapshot;
   try {
-    run = LoadRunDir(run_dir, static_cast<int>(ranks.size()));
+    snapshot = LoadRunDir(run_dir, static_cast<int>(ranks.size()));
   } catch (const Error& e) {
-    run.run_dir = run_dir;
-    run.problems.push_back(e.what());
-    run.world_size = static_cast<int>(ranks.size());
-    run.ranks.resize(ranks.size());
-    for (size_t i = 0; i < ranks.size(); ++i) run.ranks[i].rank = static_cast<int>(i);
+    snapshot.run_dir = run_dir;
+    snapshot.problems.push_back(e.what());
+    snapshot.world_size = static_cast<int>(ranks.size());
+    snapshot.ranks.resize(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) snapshot.ranks[i].rank = static_cast<int>(i);
   }
   for (const RankLiveState& r : ranks) {
-    if (r.rank < 0 || r.rank >= static_cast<int>(run.ranks.size())) continue;
-    RankRecord& rec = run.ranks[r.rank];
+    if (r.rank < 0 || r.rank >= static_cast<int>(snapshot.ranks.size())) continue;
+    RankRecord& rec = snapshot.ranks[r.rank];
     rec.live = r;
     rec.answered_dump = answered[r.rank];
     auto track = tracks_.find(r.rank);
@@ -194,19 +188,20 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
       rec.live->last_output_unix_ms = track->second.first_seen_unix_ms;
     }
   }
-  for (std::string& p : write_problems) run.problems.push_back(std::move(p));
+  for (std::string& p : write_problems) snapshot.problems.push_back(std::move(p));
   // While the job runs the launcher has not written summary.json yet: that is not a gap.
-  run.problems.erase(
-      std::remove_if(run.problems.begin(), run.problems.end(),
-                     [](const std::string& p) { return p.rfind("summary.json missing", 0) == 0; }),
-      run.problems.end());
+  const std::string no_summary = rundir::FileName(run.summary()) + " missing";
+  snapshot.problems.erase(
+      std::remove_if(snapshot.problems.begin(), snapshot.problems.end(),
+                     [&](const std::string& p) { return p.rfind(no_summary, 0) == 0; }),
+      snapshot.problems.end());
 
   AnalyzeOptions options;
   options.now_unix_ms = now_unix_ms;
   options.trigger = trigger;
   options.hang_suspected = true;
-  Diagnosis diagnosis = Analyze(run, options);
-  if (options_.write_files) WriteReportFiles(run, &diagnosis, run_dir);
+  Diagnosis diagnosis = Analyze(snapshot, options);
+  if (options_.write_files) WriteReportFiles(snapshot, &diagnosis, run_dir);
   return diagnosis;
 }
 

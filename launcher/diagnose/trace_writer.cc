@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/telemetry.h"
+#include "core/run_dir/report_files.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -16,9 +16,9 @@ constexpr int kCollectiveTid = 2;
 // The latest moment this rank is known to have existed, in microseconds: where open slices end.
 int64_t RankEndUs(const RankRecord& rec, int64_t diagnosis_ms) {
   int64_t end_ms = std::max(rec.flight.dumped_unix_ms, diagnosis_ms);
-  if (rec.summary) end_ms = std::max(end_ms, rec.summary->end_unix_ms);
-  if (!rec.telemetry.empty()) end_ms = std::max(end_ms, rec.telemetry.back().unix_ms);
-  for (const RankEvent& e : rec.events) end_ms = std::max(end_ms, e.unix_ms);
+  if (rec.summary) end_ms = std::max(end_ms, rec.summary->end_unix_ms.value_or(0));
+  if (!rec.events.telemetry.empty()) end_ms = std::max(end_ms, rec.events.telemetry.back().unix_ms);
+  for (const Event& e : rec.events.events) end_ms = std::max(end_ms, e.unix_ms);
   int64_t end_us = end_ms * 1000;
   for (const FlightEntry& e : rec.flight.entries) {
     end_us = std::max({end_us, e.completed_unix_ns / 1000, e.started_unix_ns / 1000});
@@ -65,12 +65,14 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
       int64_t dur = e.completed_unix_ns > 0 ? (e.completed_unix_ns - begin_ns) / 1000
                                             : (e.duration_us > 0 ? e.duration_us : end_us - ts);
       json args = {{"seq", e.seq},     {"op", e.op},       {"dtype", e.dtype},
-                   {"count", e.count}, {"bytes", e.bytes}, {"state", e.state}};
+                   {"count", e.count}, {"bytes", e.bytes}, {"state", rundir::OpStateName(e.state)}};
       if (e.peer >= 0) args["peer"] = e.peer;
       if (e.root >= 0) args["root"] = e.root;
       if (!e.error.empty()) args["error"] = e.error;
       std::string slice = e.op + " #" + std::to_string(e.seq);
-      if (e.state != "completed") slice += " (" + e.state + ")";
+      if (e.state != rundir::OpState::kCompleted) {
+        slice += std::string(" (") + rundir::OpStateName(e.state) + ")";
+      }
       events.push_back({{"ph", "X"},
                         {"name", slice},
                         {"cat", "collective"},
@@ -82,7 +84,7 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
     }
 
     // One slice per run of telemetry samples with the same phase.
-    const auto& t = rec.telemetry;
+    const auto& t = rec.events.telemetry;
     for (size_t i = 0; i < t.size();) {
       size_t j = i;
       while (j + 1 < t.size() && t[j + 1].phase == t[i].phase) ++j;
@@ -100,8 +102,8 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
       }
       i = j + 1;
     }
-    for (const RankEvent& e : rec.events) {
-      if (e.kind != "timeout" && e.kind != "error" && e.kind != "oom" && e.kind != "dumped") {
+    for (const Event& e : rec.events.events) {
+      if (e.type() == rundir::EventKind::kOther || e.type() == rundir::EventKind::kTelemetry) {
         continue;
       }
       events.push_back({{"ph", "i"},
@@ -113,16 +115,21 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
                         {"ts", e.unix_ms * 1000},
                         {"args", e.body}});
     }
-    if (rec.summary && rec.summary->end_unix_ms > 0 && rec.summary->status != "running") {
-      events.push_back(
-          {{"ph", "i"},
-           {"name", "exit " + std::to_string(rec.summary->exit_code)},
-           {"cat", "event"},
-           {"s", "p"},
-           {"pid", pid},
-           {"tid", kPhaseTid},
-           {"ts", rec.summary->end_unix_ms * 1000},
-           {"args", {{"status", rec.summary->status}, {"signal", rec.summary->signal}}}});
+    if (rec.summary && rec.summary->end_unix_ms.value_or(0) > 0 &&
+        rec.summary->status != rundir::RankStatus::kRunning) {
+      const rundir::SummaryRank& s = *rec.summary;
+      events.push_back({{"ph", "i"},
+                        {"name", "exit " + std::to_string(s.exit_code.value_or(0))},
+                        {"cat", "event"},
+                        {"s", "p"},
+                        {"pid", pid},
+                        {"tid", kPhaseTid},
+                        {"ts", *s.end_unix_ms * 1000},
+                        {"args",
+                         {{"status", rundir::RankStatusName(s.status)},
+                          {"signal", s.signal != 0 || s.exit_code.value_or(0) >= 0
+                                         ? s.signal
+                                         : -s.exit_code.value_or(0)}}}});
     }
   }
   if (diagnosis && diagnosis->kind != DiagnosisKind::kOk) {
@@ -140,7 +147,7 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
 }
 
 void WriteTrace(const RunSnapshot& run, const Diagnosis* diagnosis, const std::string& path) {
-  core::WriteFileAtomically(path, BuildTrace(run, diagnosis).dump() + "\n");
+  rundir::WriteTrace(path, BuildTrace(run, diagnosis));
 }
 
 }  // namespace dlaunch::launcher

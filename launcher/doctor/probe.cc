@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/base/proc.h"
 #include "launcher/doctor/build_info.h"
 #include "launcher/doctor/nvidia_libraries.h"
 #include "launcher/doctor/system_parsers.h"
@@ -76,8 +77,7 @@ DoctorFacts Probe::Run() const {
 }
 
 void Probe::ProbeHost(DoctorFacts* facts) const {
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) == 0) facts->hostname = host;
+  facts->hostname = base::Hostname();
   struct utsname uts;
   if (uname(&uts) == 0) facts->kernel = uts.release;
   std::string text;

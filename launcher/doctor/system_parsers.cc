@@ -1,9 +1,12 @@
 #include "launcher/doctor/system_parsers.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include "core/base/format.h"
 
 namespace dlaunch::launcher {
 
@@ -72,20 +75,8 @@ bool ReadSmallTextFile(const std::string& path, std::string* text) {
 }
 
 std::string FormatByteCount(uint64_t bytes) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  if (unit <= 1) {
-    std::snprintf(buf, sizeof(buf), "%.0f %s", value, kUnits[unit]);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f %s", value, kUnits[unit]);
-  }
-  return buf;
+  return base::FormatBytes(static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX)),
+                           base::ByteStyle::kOneDecimal);
 }
 
 }  // namespace dlaunch::launcher

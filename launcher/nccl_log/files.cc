@@ -2,7 +2,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
+#include "core/run_dir/paths.h"
 #include "launcher/nccl_log/parser.h"
 
 namespace dlaunch::launcher::nccl_log {
@@ -76,20 +78,11 @@ ParseResult ParseRankDirs(const std::string& dir) {
   std::vector<std::pair<int, std::string>> files;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind("rank", 0) != 0 || !it->is_directory(ec)) continue;
-    int rank = -1;
-    try {
-      size_t used = 0;
-      rank = std::stoi(name.substr(4), &used);
-      if (used != name.size() - 4) continue;
-    } catch (const std::exception&) {
-      continue;
-    }
+    std::optional<int> rank = rundir::RunDir::ParseRankDirName(it->path().filename().string());
+    if (!rank || !it->is_directory(ec)) continue;
     for (fs::directory_iterator f(it->path(), ec), fend; !ec && f != fend; f.increment(ec)) {
-      const std::string fname = f->path().filename().string();
-      if (fname.rfind("nccl", 0) == 0 && fname.find(".log") != std::string::npos) {
-        files.emplace_back(rank, f->path().string());
+      if (rundir::RankDir::IsNcclLog(f->path().filename().string())) {
+        files.emplace_back(*rank, f->path().string());
       }
     }
   }

@@ -52,7 +52,8 @@ bool ReadLines(const std::string& path, const std::function<void(std::string_vie
 // The files' ranks, each file parsed with LogParser::AddFile.
 ParseResult ParseFiles(const std::vector<std::string>& paths);
 
-// Every rank<R>/nccl*.log under `dir` (a dlaunch run directory), each with rank R as its hint.
+// Every NCCL log of every rank<R>/ under `dir` (a dlaunch run directory, see core/run_dir),
+// each with rank R as its hint.
 // Blocks on file I/O; a missing directory gives an empty result with a problem.
 ParseResult ParseRankDirs(const std::string& dir);
 

@@ -64,7 +64,7 @@ TEST(EventLogTest, OneFlushedLinePerEvent) {
   std::string path = ::testing::TempDir() + "/events-" + std::to_string(::getpid()) + ".jsonl";
   {
     EventLog log(path);
-    log.Append({{"kind", "a"}});
+    log.Append(0, "a", nlohmann::json::object());
     // Readable before the log is closed: nothing is buffered in the process.
     std::ifstream in(path);
     std::string line;

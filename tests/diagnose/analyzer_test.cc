@@ -37,9 +37,9 @@ TEST(AnalyzerTest, RankThatNeverEnteredIsTheCulprit) {
             "HANG at collective #5 allreduce float 4 MiB: ranks 0,1,3 waiting 310 s; rank 2 never "
             "entered (last completed #4, phase data for 312 s)");
   ASSERT_EQ(d.ranks.size(), 4u);
-  EXPECT_EQ(d.ranks[2].state, "never_entered");
+  EXPECT_EQ(d.ranks[2].StateText(), "never_entered");
   EXPECT_TRUE(d.ranks[2].culprit);
-  EXPECT_EQ(d.ranks[0].state, "waiting");
+  EXPECT_EQ(d.ranks[0].StateText(), "waiting");
   EXPECT_EQ(d.ranks[0].last_completed_seq, 4);
   EXPECT_EQ(d.ranks[0].waiting_ms / 1000, 310);
   EXPECT_EQ(d.ranks[2].phase, "data");
@@ -50,7 +50,7 @@ TEST(AnalyzerTest, RankThatNeverEnteredIsTheCulprit) {
 TEST(AnalyzerTest, DifferentCountIsASizeMismatch) {
   Diagnosis d = AnalyzeFixture("count_mismatch");
   EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
-  EXPECT_EQ(d.mismatch_type, "SIZE_OR_SYNTAX_MISMATCH");
+  EXPECT_EQ(std::string(rundir::MismatchKindName(d.mismatch)), "SIZE_OR_SYNTAX_MISMATCH");
   EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
   EXPECT_EQ(d.seq, 5);
   EXPECT_EQ(d.count, 1 << 20);  // what the majority called
@@ -61,7 +61,7 @@ TEST(AnalyzerTest, DifferentCountIsASizeMismatch) {
 TEST(AnalyzerTest, BroadcastAmongAllReducesIsATypeMismatch) {
   Diagnosis d = AnalyzeFixture("op_mismatch");
   EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
-  EXPECT_EQ(d.mismatch_type, "COLLECTIVE_TYPE_MISMATCH");
+  EXPECT_EQ(std::string(rundir::MismatchKindName(d.mismatch)), "COLLECTIVE_TYPE_MISMATCH");
   EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
   EXPECT_EQ(d.seq, 5);
   EXPECT_EQ(d.op, "allreduce");
@@ -79,7 +79,7 @@ TEST(AnalyzerTest, DifferentDtypeIsADtypeMismatch) {
   }
   Diagnosis d = Analyze(run);
   EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
-  EXPECT_EQ(d.mismatch_type, "COLLECTIVE_DTYPE_MISMATCH");
+  EXPECT_EQ(std::string(rundir::MismatchKindName(d.mismatch)), "COLLECTIVE_DTYPE_MISMATCH");
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
   EXPECT_EQ(d.seq, 5);
 }
@@ -112,7 +112,7 @@ TEST(AnalyzerTest, CollectiveSeqLinesUpCollectivesAcrossPointToPointTraffic) {
   }
   Diagnosis d = Analyze(run);
   EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
-  EXPECT_EQ(d.mismatch_type, "COLLECTIVE_TYPE_MISMATCH");
+  EXPECT_EQ(std::string(rundir::MismatchKindName(d.mismatch)), "COLLECTIVE_TYPE_MISMATCH");
   EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
   EXPECT_THAT(d.details, ::testing::Contains(HasSubstr("collective_seq 5")));
 }
@@ -129,7 +129,7 @@ TEST(AnalyzerTest, RankThatExitedInsideACollectiveIsTheRootCause) {
               HasSubstr("inside collective #5 allreduce float 4 MiB (last completed #4)"));
   EXPECT_THAT(d.details, ::testing::Contains("Root Cause (first observed failure):"));
   EXPECT_THAT(d.details, ::testing::Contains("  error_file: rank2/error.json"));
-  EXPECT_EQ(d.ranks[2].state, "failed");
+  EXPECT_EQ(d.ranks[2].StateText(), "failed");
   EXPECT_EQ(d.ranks[2].exit_code, 1);
 }
 
@@ -173,7 +173,7 @@ TEST(AnalyzerTest, StoppedRankSeenLiveNeverEnteredAndDidNotAnswer) {
   EXPECT_THAT(d.missing_ranks, ElementsAre(2));
   EXPECT_THAT(d.headline, HasSubstr("rank 2 never entered (last completed #4, phase forward"));
   EXPECT_THAT(d.headline, HasSubstr("no heartbeat for 31 s, process T (stopped)"));
-  EXPECT_EQ(d.ranks[2].state, "never_entered,stopped");
+  EXPECT_EQ(d.ranks[2].StateText(), "never_entered,stopped");
 }
 
 TEST(AnalyzerTest, StoppedInsideTheCollectiveIsFoundByItsSilence) {
@@ -213,7 +213,7 @@ TEST(AnalyzerTest, StaleHeartbeatDoesNotMoveTheFrontier) {
   EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
   EXPECT_THAT(d.entered_ranks, ElementsAre(0, 1, 3));
   EXPECT_THAT(d.headline, HasSubstr("(its last heartbeat: completed #1)"));
-  EXPECT_EQ(d.ranks[2].state, "stopped");
+  EXPECT_EQ(d.ranks[2].StateText(), "stopped");
 }
 
 TEST(AnalyzerTest, OutOfMemoryIsExplainedWithTheMemoryTrend) {

@@ -16,6 +16,8 @@
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/paths.h"
+#include "core/run_dir/report_files.h"
 #include "core/telemetry.h"
 #include "worker/preflight/bandwidth_sweep.h"
 #include "worker/preflight/hang_test.h"
@@ -30,12 +32,6 @@ using nlohmann::json;
 
 constexpr int kExitPass = kExitOk;
 constexpr int kExitFail = kExitUnhealthy;
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 json SweepJson(const SweepResult& s) {
   json rows = json::array();
@@ -210,8 +206,7 @@ int Suite::Run() {
     hp.store = core::MakePrefixStore(ctx_.store_prefix + "hang/", store_);
     hp.base_options = BaseOptions();
     if (!ctx_.rank_dir.empty()) {
-      hp.base_options.flight_dump_path =
-          (fs::path(ctx_.rank_dir) / "flight-hang-test.json").string();
+      hp.base_options.flight_dump_path = rundir::RankDir(ctx_.rank_dir).hang_test_flight();
     }
     hp.make_comm = [](core::CommOptions o) { return core::MakeCommunicator(o); };
     if (lead) {
@@ -236,7 +231,7 @@ int Suite::Run() {
   core::CommOptions o = BaseOptions();
   o.store = core::MakePrefixStore(ctx_.store_prefix + "main/", store_);
   const std::string flight_path =
-      ctx_.rank_dir.empty() ? "" : (fs::path(ctx_.rank_dir) / "flight.json").string();
+      ctx_.rank_dir.empty() ? "" : rundir::RankDir(ctx_.rank_dir).flight();
   o.flight_dump_path = flight_path;
   o.on_timeout = [this, flight_path](const core::TimeoutReport& r) {
     const char* reason = r.is_hang() ? "timeout" : "error";
@@ -322,7 +317,7 @@ int Suite::Run() {
                 {"reasons", reasons},
                 {"world_size", n},
                 {"backend", backend_},
-                {"unix_ms", UnixMillis()},
+                {"unix_ms", base::UnixMillis()},
                 {"duration_s",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                 {"options", opts},
@@ -335,8 +330,7 @@ int Suite::Run() {
                                                           {"slow_nodes", nodes.slow_nodes}}},
                 {"hang_test", HangJson(hang)}};
     if (!ctx_.run_dir.empty()) {
-      core::WriteFileAtomically((fs::path(ctx_.run_dir) / "preflight.json").string(),
-                                doc.dump(2) + "\n");
+      rundir::WritePreflight(rundir::RunDir(ctx_.run_dir).preflight(), std::move(doc));
     }
   }
   auto verdict_mem = comm->Allocate(sizeof(int32_t));

@@ -3,20 +3,18 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/base/clock.h"
+#include "core/base/format.h"
+#include "core/run_dir/error_file.h"
+#include "core/run_dir/events_file.h"
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 
 namespace dlaunch::worker {
 namespace {
 
 std::string Bytes(double b) {
-  char buf[32];
-  if (b < 0) return "n/a";
-  if (b >= 1024.0 * 1024 * 1024) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-  }
-  return buf;
+  return b < 0 ? "n/a" : base::FormatBytes(static_cast<int64_t>(b), base::ByteStyle::kOneDecimal);
 }
 
 }  // namespace
@@ -75,7 +73,7 @@ std::string FormatProgressLine(int64_t step, int64_t total, double loss, double 
 
 TrainReporter::TrainReporter(const TrainContext& ctx) : ctx_(ctx) {
   if (!ctx_.report_event && !ctx_.rank_dir.empty()) {
-    log_ = std::make_unique<core::EventLog>(ctx_.rank_dir + "/events.jsonl");
+    log_ = std::make_unique<rundir::EventLog>(rundir::RankDir(ctx_.rank_dir).events());
   }
   thread_ = std::thread([this] { Loop(); });
 }
@@ -127,9 +125,7 @@ void TrainReporter::Event(const std::string& kind, const nlohmann::json& body) {
   if (ctx_.report_event) {
     ctx_.report_event(kind, body.dump());
   } else if (log_) {
-    nlohmann::json line = {{"unix_ms", core::UnixMillis()}, {"rank", ctx_.rank}, {"kind", kind}};
-    line.update(body);
-    log_->Append(line);
+    log_->Append(ctx_.rank, kind, body);
   }
 }
 
@@ -143,11 +139,9 @@ void TrainReporter::Error(const std::string& kind, const std::string& message,
   nlohmann::json body = details;
   body["message"] = message;
   if (!ctx_.rank_dir.empty()) {
-    nlohmann::json file = {
-        {"rank", ctx_.rank}, {"kind", kind}, {"message", message}, {"unix_ms", core::UnixMillis()}};
-    file.update(details);
+    rundir::ErrorReport report{ctx_.rank, kind, message, base::UnixMillis(), details};
     try {
-      core::WriteFileAtomically(ctx_.rank_dir + "/error.json", file.dump(2) + "\n");
+      rundir::WriteError(rundir::RankDir(ctx_.rank_dir).error(), report);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rank %d: could not write error.json: %s\n", ctx_.rank, e.what());
     }

@@ -15,7 +15,7 @@
 
 #include "worker/train/train.h"
 
-namespace dlaunch::core {
+namespace dlaunch::rundir {
 class EventLog;
 }
 
@@ -83,7 +83,7 @@ class TrainReporter {
   void Loop();
 
   const TrainContext& ctx_;
-  std::unique_ptr<core::EventLog> log_;
+  std::unique_ptr<rundir::EventLog> log_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;

@@ -21,10 +21,13 @@
 #include <torch/cuda.h>
 #endif
 
+#include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "worker/train/checkpoint.h"
 #include "worker/train/data_set.h"
@@ -47,15 +50,6 @@ using nlohmann::json;
 std::mutex g_init_mu;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-int64_t ProcStatusBytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
 
 int64_t MemTotalBytes() {
   std::ifstream in("/proc/meminfo");
@@ -112,13 +106,6 @@ bool LooksLikeAllocationFailure(const std::string& message) {
   return message.find("can't allocate memory") != std::string::npos ||
          message.find("out of memory") != std::string::npos ||
          message.find("Cannot allocate memory") != std::string::npos;
-}
-
-std::string HumanBytes(int64_t b) {
-  char buf[32];
-  if (b < 0) return "unknown";
-  std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  return buf;
 }
 
 class Trainer {
@@ -249,7 +236,7 @@ void Trainer::Setup() {
   }
   co.timeout = std::chrono::milliseconds(static_cast<int64_t>(opts_.collective_timeout_s * 1000));
   co.device_index = cuda_ ? device_.index() : -1;
-  if (!ctx_.rank_dir.empty()) co.flight_dump_path = ctx_.rank_dir + "/flight.json";
+  if (!ctx_.rank_dir.empty()) co.flight_dump_path = rundir::RankDir(ctx_.rank_dir).flight();
   co.on_timeout = [this](const core::TimeoutReport& r) {
     try {
       reporter_.Event("timeout", json::parse(r.ToJson()));
@@ -555,7 +542,7 @@ int Trainer::ReportOom(const std::string& what) {
     int64_t total = MemTotalBytes();
     if (as_limit >= 0 && (total < 0 || as_limit < total)) total = as_limit;
     memory = {{"allocated_bytes", core::CurrentRssBytes()},
-              {"reserved_bytes", ProcStatusBytes("VmSize")},
+              {"reserved_bytes", base::ProcStatusBytes("VmSize")},
               {"peak_bytes", core::PeakRssBytes()},
               {"total_bytes", total},
               {"address_space_limit_bytes", as_limit}};
@@ -573,8 +560,11 @@ int Trainer::ReportOom(const std::string& what) {
                          : "--amp (bf16 autocast) helps on CUDA devices only");
   std::string summary = "out of memory in " + std::string(core::PhaseName(phase_)) + " at step " +
                         std::to_string(step_) + " on " + (cuda_ ? "cuda" : "cpu") +
-                        ", tried to allocate " + HumanBytes(tried) + " with " +
-                        HumanBytes(cuda_ ? dm.allocated : core::CurrentRssBytes()) + " in use";
+                        ", tried to allocate " + base::FormatBytes(tried, base::ByteStyle::kOneDecimal) +
+                        " with " +
+                        base::FormatBytes(cuda_ ? dm.allocated : core::CurrentRssBytes(),
+                                          base::ByteStyle::kOneDecimal) +
+                        " in use";
   json details = {{"device", cuda_ ? "cuda" : "cpu"},
                   {"step", step_},
                   {"phase", core::PhaseName(phase_)},

@@ -1,4 +1,4 @@
-#include "launcher/diagnose/format_util.h"
+#include "core/base/format.h"
 
 #include <algorithm>
 #include <csignal>
@@ -6,9 +6,9 @@
 #include <cstring>
 #include <ctime>
 
-namespace dlaunch::launcher::text {
+namespace dlaunch::base {
 
-std::string FormatBytes(int64_t bytes) {
+std::string FormatBytes(int64_t bytes, ByteStyle style) {
   if (bytes < 0) return "?";
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -17,12 +17,11 @@ std::string FormatBytes(int64_t bytes) {
     value /= 1024;
     ++unit;
   }
+  bool whole = style == ByteStyle::kOneDecimal
+                   ? unit <= 1
+                   : unit == 0 || value == static_cast<int64_t>(value) || value >= 100;
   char buf[32];
-  if (unit == 0 || value == static_cast<int64_t>(value) || value >= 100) {
-    std::snprintf(buf, sizeof(buf), "%.0f %s", value, kUnits[unit]);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f %s", value, kUnits[unit]);
-  }
+  std::snprintf(buf, sizeof(buf), whole ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
   return buf;
 }
 
@@ -60,6 +59,15 @@ std::string FormatRankList(std::vector<int> ranks) {
   return out;
 }
 
+std::string JoinInts(const std::vector<int>& values, std::string_view separator) {
+  std::string out;
+  for (int v : values) {
+    if (!out.empty()) out += separator;
+    out += std::to_string(v);
+  }
+  return out;
+}
+
 std::string FormatUnixMs(int64_t unix_ms) {
   if (unix_ms <= 0) return "?";
   std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
@@ -76,4 +84,17 @@ std::string SignalName(int signal) {
   return std::string("SIG") + abbrev;
 }
 
-}  // namespace dlaunch::launcher::text
+int SignalNumber(std::string_view name) {
+  if (name.empty()) return 0;
+  if (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return name.size() <= 3 ? std::stoi(std::string(name)) : 0;
+  }
+  if (name.substr(0, 3) == "SIG") name.remove_prefix(3);
+  for (int sig = 1; sig < 65; ++sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    if (abbrev && name == abbrev) return sig;
+  }
+  return 0;
+}
+
+}  // namespace dlaunch::base

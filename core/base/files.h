@@ -1,0 +1,54 @@
+// Reading and writing the small files dlaunch keeps: whole reads of configuration files,
+// bounded reads of files other processes wrote (a run directory may be the remains of a crash, or
+// hostile), tails of logs and atomic replacement.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlaunch::base {
+
+// A small file's whole content (a PEM file, a token); throws UsageError naming `what` (a flag)
+// when it cannot be read. Blocks for the read.
+std::string ReadWholeFile(const std::string& path, const char* what);
+
+enum class ReadStatus {
+  kOk,
+  kMissing,     // no such file
+  kNotRegular,  // a directory, FIFO, socket or device: never opened for reading
+  kTooLarge,    // larger than the limit: `out` holds the first `max_bytes`
+  kError,       // anything else (permissions, I/O)
+};
+
+// Reads a regular file of at most `max_bytes`. Never blocks on a FIFO (opened non-blocking and
+// checked before reading), never reads more than `max_bytes`, never throws.
+ReadStatus ReadFileBounded(const std::string& path, size_t max_bytes, std::string* out);
+
+// Like ReadFileBounded, but a file larger than `max_bytes` yields its last `max_bytes` (still
+// kTooLarge): for logs whose newest lines matter most.
+ReadStatus ReadFileTail(const std::string& path, size_t max_bytes, std::string* out);
+
+// "missing", "not a regular file", "larger than 64 MiB" ... for a problem line.
+std::string DescribeReadStatus(ReadStatus status, size_t max_bytes);
+
+// The last `n` non-empty lines of a regular file, reading at most its last `window_bytes`; empty
+// when it cannot be read. Never blocks on a FIFO.
+std::vector<std::string> TailLines(const std::string& path, size_t n,
+                                   size_t window_bytes = 64 * 1024);
+
+// Modification time of a file in Unix milliseconds; 0 when it does not exist.
+int64_t MtimeUnixMs(const std::string& path);
+
+// Writes `content` to `path` through a temporary file in the same folder, unique to this call
+// (`<name>.tmp.XXXXXX`, from mkstemp), then fsync and rename(2): readers see the old or the new
+// file, never half of one, and two writers of one path never share a temporary file. The
+// temporary file is removed on every failure. Blocks for the write and the fsync; throws
+// Error(kInternal) naming the path on failure.
+void WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Whether a file name is one of WriteFileAtomically's temporary files (to skip while copying).
+bool IsAtomicWriteTemporary(const std::string& file_name);
+
+}  // namespace dlaunch::base

@@ -1,0 +1,141 @@
+#include "core/run_dir/flight_file.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/base/files.h"
+#include "core/run_dir/json_fields.h"
+#include "core/run_dir/schema.h"
+
+namespace dlaunch::rundir {
+
+using detail::GetInt;
+using detail::GetString;
+using nlohmann::json;
+
+namespace {
+constexpr const char* kOpStateNames[] = {"scheduled", "started", "completed", "failed"};
+}  // namespace
+
+const char* OpStateName(OpState state) { return detail::NameOf(state, kOpStateNames); }
+OpState ParseOpState(std::string_view name) {
+  return detail::ParseName(name, kOpStateNames, OpState::kScheduled);
+}
+
+bool IsPointToPoint(std::string_view op) { return op == "send" || op == "recv"; }
+
+const FlightEntry* FlightDump::Find(int64_t seq) const {
+  auto it = std::lower_bound(entries.begin(), entries.end(), seq,
+                             [](const FlightEntry& e, int64_t s) { return e.seq < s; });
+  if (it == entries.end() || it->seq != seq) return nullptr;
+  return &*it;
+}
+
+int64_t FlightDump::LastCompletedSeq() const {
+  // Collectives complete in order on one communicator, but a ring buffer may hold a failed entry;
+  // "completed" means every earlier one completed too.
+  int64_t last = -1;
+  for (const FlightEntry& e : entries) {
+    if (e.state != OpState::kCompleted) break;
+    last = e.seq;
+  }
+  if (last == -1 && !entries.empty() && entries.front().seq > 0) {
+    last = entries.front().seq - 1;  // older entries fell out of the ring: they completed
+  }
+  return last;
+}
+
+int64_t FlightDump::LastStartedSeq() const {
+  int64_t last = -1;
+  for (const FlightEntry& e : entries) {
+    if (e.state != OpState::kScheduled) last = std::max(last, e.seq);
+  }
+  return last;
+}
+
+std::string FlightToJson(const FlightDump& dump) {
+  json entries = json::array();
+  for (const FlightEntry& e : dump.entries) {
+    entries.push_back({{"seq", e.seq},
+                       {"collective_seq", e.collective_seq},
+                       {"op", e.op},
+                       {"dtype", e.dtype},
+                       {"count", e.count},
+                       {"bytes", e.bytes},
+                       {"peer", e.peer},
+                       {"root", e.root},
+                       {"state", OpStateName(e.state)},
+                       {"scheduled_unix_ns", e.scheduled_unix_ns},
+                       {"started_unix_ns", e.started_unix_ns},
+                       {"completed_unix_ns", e.completed_unix_ns},
+                       {"duration_us", e.duration_us},
+                       {"error", e.error}});
+  }
+  json doc = {{"schema", SchemaId(kFlightSchema)},
+              {"rank", dump.rank},
+              {"world_size", dump.world_size},
+              {"backend", dump.backend},
+              {"reason", dump.reason},
+              {"dumped_unix_ms", dump.dumped_unix_ms},
+              {"capacity", dump.capacity},
+              {"entries", std::move(entries)}};
+  return detail::Dump(doc);
+}
+
+void WriteFlight(const std::string& path, const FlightDump& dump) {
+  base::WriteFileAtomically(path, FlightToJson(dump) + "\n");
+}
+
+FileState ReadFlight(const std::string& path, const std::string& label, FlightDump* out,
+                     std::vector<std::string>* problems) {
+  json j;
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kFlightSchema, kMaxFlightBytes, &j, problems);
+      state != FileState::kOk) {
+    return state;
+  }
+  FlightDump& flight = *out;
+  flight.rank = detail::GetInt32(j, "rank", -1, -1);
+  flight.world_size = detail::GetInt32(j, "world_size", 0, 0);
+  flight.backend = GetString(j, "backend");
+  flight.reason = GetString(j, "reason");
+  flight.dumped_unix_ms = GetInt(j, "dumped_unix_ms", 0);
+  flight.capacity = GetInt(j, "capacity", 0);
+  auto entries = j.find("entries");
+  if (entries == j.end() || !entries->is_array()) {
+    problems->push_back(label + " has no entries array");
+    return FileState::kInvalid;
+  }
+  if (entries->size() > kMaxFlightEntries) {
+    problems->push_back(label + " holds " + std::to_string(entries->size()) +
+                        " entries: only the last " + std::to_string(kMaxFlightEntries) + " read");
+  }
+  const size_t first =
+      entries->size() > kMaxFlightEntries ? entries->size() - kMaxFlightEntries : 0;
+  for (size_t i = first; i < entries->size(); ++i) {
+    const json& e = (*entries)[i];
+    if (!e.is_object()) continue;
+    FlightEntry entry;
+    entry.seq = GetInt(e, "seq", -1);
+    if (entry.seq < 0) continue;
+    entry.collective_seq = GetInt(e, "collective_seq", -1);
+    entry.op = GetString(e, "op");
+    entry.dtype = GetString(e, "dtype");
+    entry.count = GetInt(e, "count", -1);
+    entry.bytes = GetInt(e, "bytes", -1);
+    entry.peer = detail::GetInt32(e, "peer", -1, -1);
+    entry.root = detail::GetInt32(e, "root", -1, -1);
+    entry.state = ParseOpState(GetString(e, "state"));
+    entry.scheduled_unix_ns = GetInt(e, "scheduled_unix_ns", 0);
+    entry.started_unix_ns = GetInt(e, "started_unix_ns", 0);
+    entry.completed_unix_ns = GetInt(e, "completed_unix_ns", 0);
+    entry.duration_us = GetInt(e, "duration_us", 0);
+    entry.error = GetString(e, "error");
+    flight.entries.push_back(std::move(entry));
+  }
+  std::sort(flight.entries.begin(), flight.entries.end(),
+            [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });
+  return FileState::kOk;
+}
+
+}  // namespace dlaunch::rundir

@@ -1,0 +1,65 @@
+#include "core/run_dir/paths.h"
+
+#include <algorithm>
+
+namespace dlaunch::rundir {
+namespace {
+
+constexpr char kRankPrefix[] = "rank";
+
+std::string Join(const std::string& dir, const char* name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string RankDir::stdout_log() const { return Join(path_, "stdout.log"); }
+std::string RankDir::stderr_log() const { return Join(path_, "stderr.log"); }
+std::string RankDir::events() const { return Join(path_, "events.jsonl"); }
+std::string RankDir::flight() const { return Join(path_, "flight.json"); }
+std::string RankDir::hang_test_flight() const { return Join(path_, "flight-hang-test.json"); }
+std::string RankDir::error() const { return Join(path_, "error.json"); }
+std::string RankDir::stacks() const { return Join(path_, "stacks.txt"); }
+std::string RankDir::nccl_log() const { return Join(path_, "nccl.log"); }
+std::string RankDir::torch_error() const { return Join(path_, "torch_error.json"); }
+
+bool RankDir::IsNcclLog(const std::string& file_name) {
+  return file_name.rfind("nccl", 0) == 0 && file_name.find(".log") != std::string::npos;
+}
+
+std::string RunDir::summary() const { return Join(path_, "summary.json"); }
+std::string RunDir::node_summary(int node_rank) const {
+  return Join(path_, ("summary.node" + std::to_string(node_rank) + ".json").c_str());
+}
+std::string RunDir::preflight() const { return Join(path_, "preflight.json"); }
+std::string RunDir::diagnosis_text() const { return Join(path_, "diagnosis.txt"); }
+std::string RunDir::diagnosis_json() const { return Join(path_, "diagnosis.json"); }
+std::string RunDir::trace() const { return Join(path_, "trace.json"); }
+RankDir RunDir::rank(int rank) const { return RankDir(Join(path_, RankDirName(rank).c_str())); }
+
+std::string RunDir::RankDirName(int rank) { return kRankPrefix + std::to_string(rank); }
+
+std::optional<int> RunDir::ParseRankDirName(const std::string& name) {
+  const size_t prefix = sizeof(kRankPrefix) - 1;
+  if (name.size() <= prefix || name.size() > prefix + 9 || name.compare(0, prefix, kRankPrefix))
+    return std::nullopt;
+  if (!std::all_of(name.begin() + prefix, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const long rank = std::stol(name.substr(prefix));
+  if (rank >= kMaxRanks) return std::nullopt;
+  return static_cast<int>(rank);
+}
+
+std::string RankFileLabel(int rank, const std::string& path) {
+  return RunDir::RankDirName(rank) + "/" + BaseName(path);
+}
+
+std::string FileName(const std::string& path) { return BaseName(path); }
+
+}  // namespace dlaunch::rundir

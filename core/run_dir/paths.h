@@ -1,0 +1,72 @@
+// Where everything of a run lives. This is the one place that names the files of a run
+// directory; docs/run-directory.md describes each of them.
+//
+//   <run-dir>/summary.json  summary.node<N>.json  preflight.json  diagnosis.txt  diagnosis.json
+//             trace.json
+//   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
+//                     nccl.log torch_error.json flight-hang-test.json
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace dlaunch::rundir {
+
+// The most ranks a run directory is read for: rank numbers above it (a hostile or corrupt file
+// claiming rank 2147483647) are reported and ignored rather than allocated.
+inline constexpr int kMaxRanks = 1 << 16;
+
+// One rank's folder.
+class RankDir {
+ public:
+  explicit RankDir(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+  std::string stdout_log() const;  // the rank's standard output, as the launcher captured it
+  std::string stderr_log() const;  // its standard error
+  std::string events() const;      // events.jsonl, written by the rank
+  std::string flight() const;      // flight.json, the flight recorder's latest dump
+  // flight-hang-test.json: the recorder of preflight's deliberate hang, kept apart from flight.json
+  std::string hang_test_flight() const;
+  std::string error() const;        // error.json, why the rank failed, written by the rank
+  std::string stacks() const;       // stacks.txt, native stacks the launcher took
+  std::string nccl_log() const;     // nccl.log, NCCL_DEBUG_FILE when --nccl-debug is given
+  std::string torch_error() const;  // torch_error.json, TORCHELASTIC_ERROR_FILE for Python ranks
+
+  // Whether a file name in a rank folder is an NCCL debug log (nccl.log, or the names NCCL makes
+  // from NCCL_DEBUG_FILE patterns such as nccl.%h.%p.log).
+  static bool IsNcclLog(const std::string& file_name);
+
+ private:
+  std::string path_;
+};
+
+// A run directory, dlaunch-logs/<run-id>/.
+class RunDir {
+ public:
+  explicit RunDir(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+  std::string summary() const;                    // summary.json, written by the launcher
+  std::string node_summary(int node_rank) const;  // summary.node<N>.json of a joining node
+  std::string preflight() const;                  // preflight.json, rank 0 of `preflight`
+  std::string diagnosis_text() const;             // diagnosis.txt
+  std::string diagnosis_json() const;             // diagnosis.json
+  std::string trace() const;                      // trace.json (Chrome trace events)
+  RankDir rank(int rank) const;                   // rank<R>/
+
+  // "rank3"; and back: the rank of a folder name, nullopt unless it is "rank" and at most nine
+  // digits below kMaxRanks.
+  static std::string RankDirName(int rank);
+  static std::optional<int> ParseRankDirName(const std::string& name);
+
+ private:
+  std::string path_;
+};
+
+// How problem lines name a file: "rank2/flight.json".
+std::string RankFileLabel(int rank, const std::string& path);
+// The last component of a path: "stacks.txt" of "run/rank2/stacks.txt".
+std::string FileName(const std::string& path);
+
+}  // namespace dlaunch::rundir

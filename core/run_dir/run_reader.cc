@@ -1,0 +1,132 @@
+#include "core/run_dir/run_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/base/format.h"
+#include "core/error.h"
+#include "core/run_dir/rank_logs.h"
+
+namespace dlaunch::rundir {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A rank list in a problem line stays short even for a hostile world size.
+constexpr size_t kMaxMissingListed = 16;
+
+}  // namespace
+
+RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* problems) {
+  RankFiles files;
+  files.rank = rank;
+  std::error_code ec;
+  files.dir_present = fs::is_directory(dir.path(), ec);
+  if (!files.dir_present) return files;
+  files.flight_state =
+      ReadFlight(dir.flight(), RankFileLabel(rank, dir.flight()), &files.flight, problems);
+  ReadEvents(dir.events(), RankFileLabel(rank, dir.events()), &files.events, problems);
+  ErrorReport error;
+  if (ReadError(dir.error(), RankFileLabel(rank, dir.error()), &error, problems) ==
+      FileState::kOk) {
+    files.error = std::move(error);
+  }
+  files.stacks = ReadStacks(dir.stacks());
+  files.nccl_warnings = ReadNcclWarnings(dir);
+  files.stderr_tail = ReadLogTail(dir.stderr_log(), kStderrTailLines);
+  files.last_output_unix_ms = LastOutputUnixMs(dir);
+  return files;
+}
+
+RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) {
+    throw Error(ErrorKind::kInvalidArgument, "run directory " + run_dir + " does not exist");
+  }
+  fs::directory_iterator probe(run_dir, ec);
+  if (ec) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "run directory " + run_dir + " is not readable: " + ec.message());
+  }
+  RunFiles run;
+  run.run_dir = run_dir;
+  const RunDir root(run_dir);
+
+  Summary summary;
+  switch (ReadSummary(root.summary(), "summary.json", &summary, &run.problems)) {
+    case FileState::kAbsent:
+      run.problems.push_back("summary.json missing (launcher killed before it wrote one?)");
+      break;
+    case FileState::kInvalid:
+      break;
+    case FileState::kOk:
+      run.summary = std::move(summary);
+      break;
+  }
+  Diagnosis live;
+  std::vector<std::string> ignored;  // an old diagnosis is context, not an input
+  if (ReadDiagnosis(root.diagnosis_json(), "diagnosis.json", &live, &ignored) == FileState::kOk) {
+    run.live_diagnosis = std::move(live);
+  }
+
+  // World size: the largest of what the hint, the summary, the rank folders and the flight dumps
+  // claim, each bounded by kMaxRanks.
+  int64_t world = std::clamp(world_size_hint, 0, kMaxRanks);
+  if (run.summary) {
+    for (const SummaryRank& r : run.summary->ranks) world = std::max<int64_t>(world, r.rank + 1);
+  }
+  int too_high = 0;
+  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("rank", 0) != 0 || !it->is_directory(ec)) continue;
+    if (std::optional<int> rank = RunDir::ParseRankDirName(name)) {
+      world = std::max<int64_t>(world, *rank + 1);
+    } else if (name.size() > 4 && std::all_of(name.begin() + 4, name.end(),
+                                              [](char c) { return c >= '0' && c <= '9'; })) {
+      ++too_high;
+    }
+  }
+  if (too_high > 0) {
+    run.problems.push_back(std::to_string(too_high) + " rank folder(s) numbered " +
+                           std::to_string(kMaxRanks) + " or more ignored");
+  }
+
+  run.ranks.resize(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    run.ranks[r] = ReadRankFiles(root.rank(r), r, &run.problems);
+  }
+  // Flight dumps may know a larger world than the folders do (folders lost with a node).
+  int64_t claimed = world;
+  for (const RankFiles& files : run.ranks) {
+    if (files.flight_state == FileState::kOk) {
+      claimed = std::max<int64_t>(claimed, files.flight.world_size);
+    }
+  }
+  if (claimed > kMaxRanks) {
+    run.problems.push_back("a flight recorder claims a world of " + std::to_string(claimed) +
+                           " ranks: read as " + std::to_string(kMaxRanks));
+    claimed = kMaxRanks;
+  }
+  while (static_cast<int64_t>(run.ranks.size()) < claimed) {
+    RankFiles files;
+    files.rank = static_cast<int>(run.ranks.size());
+    run.ranks.push_back(std::move(files));
+  }
+  run.world_size = static_cast<int>(run.ranks.size());
+  std::vector<int> missing;
+  for (const RankFiles& files : run.ranks) {
+    if (!files.dir_present) missing.push_back(files.rank);
+  }
+  if (missing.size() <= kMaxMissingListed) {
+    for (int r : missing) run.problems.push_back(RunDir::RankDirName(r) + "/ missing");
+  } else {
+    run.problems.push_back("rank folders missing for ranks " + base::FormatRankList(missing));
+  }
+  if (run.world_size == 0) {
+    run.problems.push_back("no rank folders and no summary.json: nothing to analyse");
+  }
+  return run;
+}
+
+}  // namespace dlaunch::rundir

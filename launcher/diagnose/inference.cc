@@ -1,0 +1,476 @@
+#include "launcher/diagnose/inference.h"
+
+#include <algorithm>
+#include <climits>
+#include <tuple>
+
+#include "core/exit_codes.h"
+
+namespace dlaunch::launcher {
+
+bool Signature::operator<(const Signature& o) const {
+  return std::tie(op, dtype, count, root) < std::tie(o.op, o.dtype, o.count, o.root);
+}
+
+bool Signature::operator==(const Signature& o) const {
+  return op == o.op && dtype == o.dtype && count == o.count && root == o.root;
+}
+
+int64_t WaitingMs(const RankFacts& v, const FlightEntry* e) {
+  if (e == nullptr) return -1;
+  int64_t since_ns = e->started_unix_ns > 0 ? e->started_unix_ns : e->scheduled_unix_ns;
+  if (since_ns <= 0 || e->state == rundir::OpState::kCompleted) return -1;
+  return v.ref_ms > 0 ? std::max<int64_t>(0, v.ref_ms - since_ns / 1000000) : -1;
+}
+
+namespace {
+
+Signature SignatureOf(const FlightEntry& e) {
+  return Signature{e.op, e.dtype, e.count, e.op == "broadcast" ? e.root : -1};
+}
+
+bool Contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// One inference over one set of facts; each step fills a part of the verdict.
+class Inference {
+ public:
+  Inference(const std::vector<RankFacts>& facts, const InferenceInput& input)
+      : f_(facts), in_(input) {}
+
+  Verdict Run() {
+    if (f_.empty()) return v_;
+    FindMismatch();
+    FindFrontier();
+    FindRootCause();
+    if (v_.mismatch.seq >= 0) {
+      Mismatched();
+    } else if (root_ >= 0) {
+      Failed();
+    } else if (HangEvidence() && any_progress_) {
+      HungAtCollective();
+    } else if (HangEvidence() || in_.hang_suspected) {
+      HungWithoutRecorder();
+    } else if (AllOk()) {
+      v_.kind = DiagnosisKind::kOk;
+    }
+    PlaceRanks();
+    return v_;
+  }
+
+ private:
+  // The lowest collective at which ranks' flight recorders disagree. Collectives line up across
+  // ranks by seq, unless send/recv calls (which count in seq) differ between ranks; then by
+  // collective_seq, when the recorder wrote it.
+  void FindMismatch() {
+    bool saw_p2p = false;
+    bool have_collective_seq = true;
+    for (const RankFacts& r : f_) {
+      if (!r.flight) continue;
+      for (const FlightEntry& e : r.flight->entries) {
+        if (rundir::IsPointToPoint(e.op)) {
+          saw_p2p = true;
+        } else if (e.collective_seq < 0) {
+          have_collective_seq = false;
+        }
+      }
+    }
+    const bool by_collective_seq = saw_p2p && have_collective_seq;
+    if (saw_p2p && !by_collective_seq) {
+      v_.p2p_not_compared = true;
+      return;
+    }
+    std::map<int64_t, std::map<int, const FlightEntry*>> by_key;  // key -> rank -> entry
+    for (const RankFacts& r : f_) {
+      if (!r.flight) continue;
+      for (const FlightEntry& e : r.flight->entries) {
+        if (!rundir::IsPointToPoint(e.op))
+          by_key[by_collective_seq ? e.collective_seq : e.seq][r.rank] = &e;
+      }
+    }
+    for (const auto& [key, entries] : by_key) {
+      std::map<Signature, std::vector<int>> groups;
+      for (const auto& [rank, e] : entries) groups[SignatureOf(*e)].push_back(rank);
+      if (groups.size() < 2) continue;
+      // The majority is right; on a tie, the group holding the lowest rank.
+      auto best = groups.begin();
+      for (auto it = groups.begin(); it != groups.end(); ++it) {
+        if (it->second.size() > best->second.size() ||
+            (it->second.size() == best->second.size() &&
+             it->second.front() < best->second.front())) {
+          best = it;
+        }
+      }
+      Mismatch& m = v_.mismatch;
+      m.kind = MismatchKind::kSizeOrSyntax;
+      for (auto it = groups.begin(); it != groups.end(); ++it) {
+        const FlightEntry* first = entries.at(it->second.front());
+        m.groups.push_back({it->first, it->second, it != best, first->seq, first->bytes});
+        if (it == best) continue;
+        m.culprits.insert(m.culprits.end(), it->second.begin(), it->second.end());
+        if (it->first.op != best->first.op) {
+          m.kind = MismatchKind::kCollectiveType;
+        } else if (it->first.dtype != best->first.dtype &&
+                   m.kind != MismatchKind::kCollectiveType) {
+          m.kind = MismatchKind::kDtype;
+        }
+      }
+      std::sort(m.culprits.begin(), m.culprits.end());
+      const FlightEntry* good = entries.at(best->second.front());
+      m.seq = good->seq;
+      m.by_collective_seq = by_collective_seq;
+      m.collective_seq = key;
+      m.majority_first_rank = best->second.front();
+      SetCollective(*good);
+      return;
+    }
+  }
+
+  // The lowest seq not completed everywhere, and who entered it. A rank that stopped answering is
+  // known only from its last heartbeat, which may be long out of date: it does not move the
+  // frontier while fresher ranks exist, and where it stands is unknown unless the heartbeat fits.
+  void FindFrontier() {
+    bool any_fresh = false;
+    for (const RankFacts& r : f_) any_fresh = any_fresh || (r.has_progress && !r.unresponsive());
+    int64_t min_completed = -1;
+    for (const RankFacts& r : f_) {
+      if (!r.has_progress || (any_fresh && r.unresponsive())) continue;
+      min_completed = any_progress_ ? std::min(min_completed, r.last_completed) : r.last_completed;
+      any_progress_ = true;
+    }
+    v_.frontier = any_progress_ ? min_completed + 1 : -1;
+    for (const RankFacts& r : f_) {
+      if (!r.has_progress) {
+        v_.unknown.push_back(r.rank);
+        continue;
+      }
+      const FlightEntry* e = r.flight ? r.flight->Find(v_.frontier) : nullptr;
+      if (e) frontier_entries_[r.rank] = e;
+      if (e || r.last_started >= v_.frontier) {
+        v_.entered.push_back(r.rank);
+      } else if (!r.unresponsive() || r.last_completed >= v_.frontier - 1) {
+        v_.missing.push_back(r.rank);
+      } else {
+        v_.stale.insert(r.rank);
+      }
+    }
+  }
+
+  // The first observed failure; a rank's own failure beats another's "peer gone" error, whatever
+  // the clocks say.
+  void FindRootCause() {
+    for (const RankFacts& r : f_) {
+      if (!r.failed()) continue;
+      if (root_ < 0) {
+        root_ = r.rank;
+        continue;
+      }
+      const RankFailure& best = f_[root_].failure;
+      int64_t a = r.failure.at_unix_ms > 0 ? r.failure.at_unix_ms : INT64_MAX;
+      int64_t b = best.at_unix_ms > 0 ? best.at_unix_ms : INT64_MAX;
+      if (std::make_tuple(r.failure.consequence, a) < std::make_tuple(best.consequence, b)) {
+        root_ = r.rank;
+      }
+    }
+  }
+
+  bool HangEvidence() const {
+    bool timeouts = false;
+    bool any_running = false;
+    for (const RankFacts& r : f_) {
+      timeouts = timeouts || r.reported_timeout || (r.exited && r.exit_code == kExitHang);
+      any_running = any_running || !r.exited;
+    }
+    const bool clean_end = in_.launcher_exit_code.has_value() && !any_running;
+    const bool partial_frontier = !v_.entered.empty() && !v_.missing.empty();
+    return in_.hang_suspected || timeouts || in_.launcher_exit_code == kExitHang ||
+           (partial_frontier && !clean_end);
+  }
+
+  bool AllOk() const {
+    for (const RankFacts& r : f_) {
+      if (!r.exited || r.exit_code != 0 || r.signal != 0) return false;
+    }
+    return true;
+  }
+
+  void SetCollective(const FlightEntry& e) { v_.collective = {e.op, e.dtype, e.count, e.bytes}; }
+
+  // Op, dtype and size of collective `seq` as most ranks recorded it, else the heartbeat's op.
+  void FillCollective(int64_t seq) {
+    std::map<Signature, std::pair<int, const FlightEntry*>> votes;
+    for (const RankFacts& r : f_) {
+      if (const FlightEntry* e = r.flight ? r.flight->Find(seq) : nullptr) {
+        auto& vote = votes[SignatureOf(*e)];
+        if (vote.first++ == 0) vote.second = e;
+      }
+    }
+    const FlightEntry* pick = nullptr;
+    int most = 0;
+    for (const auto& [signature, vote] : votes) {
+      if (vote.first > most) {
+        most = vote.first;
+        pick = vote.second;
+      }
+    }
+    if (pick) {
+      SetCollective(*pick);
+      return;
+    }
+    for (const RankFacts& r : f_) {
+      if (r.linked && r.last_started >= seq && !r.current_op.empty()) {
+        v_.collective.op = r.current_op;
+        return;
+      }
+    }
+  }
+
+  void Mismatched() {
+    v_.kind = DiagnosisKind::kMismatch;
+    v_.seq = v_.mismatch.seq;
+    v_.culprits = v_.mismatch.culprits;
+  }
+
+  void Failed() {
+    v_.kind = DiagnosisKind::kFailure;
+    const RankFacts& r = f_[root_];
+    v_.root = root_;
+    v_.culprits = {root_};
+    const bool partial_frontier = !v_.entered.empty() && !v_.missing.empty();
+    int64_t seq =
+        r.last_started > r.last_completed ? r.last_started : (partial_frontier ? v_.frontier : -1);
+    if (seq < 0 && r.has_progress && v_.frontier >= 0 && !v_.entered.empty()) seq = v_.frontier;
+    // Its own record died with it; the others show where the job was.
+    v_.root_record_lost = seq < 0 && !r.has_progress && v_.frontier >= 0 && !v_.entered.empty();
+    if (v_.root_record_lost) seq = v_.frontier;
+    v_.seq = seq;
+    if (seq >= 0) {
+      FillCollective(seq);
+      v_.root_inside = r.last_started >= seq;
+      for (int e : v_.entered) {
+        if (e != root_ && !f_[e].exited) v_.left_waiting.push_back(e);
+      }
+    }
+  }
+
+  // Ranks the collective watchdogs named as missing from the frontier collective: they compared
+  // progress markers before giving up.
+  std::vector<int> ReportedMissing() const {
+    std::set<int> ranks;
+    for (const RankFacts& r : f_) {
+      for (const TimeoutClaim& c : r.timeout_claims) {
+        if (c.seq.value_or(v_.frontier) != v_.frontier) continue;
+        for (int m : c.missing_ranks) {
+          if (m < static_cast<int>(f_.size())) ranks.insert(m);
+        }
+      }
+    }
+    return {ranks.begin(), ranks.end()};
+  }
+
+  // Whether some rank's flight.json answered a dump request: then a rank that left none did not
+  // answer, which is evidence, not just a teardown that came first.
+  bool DumpWasRequested() const {
+    for (const RankFacts& r : f_) {
+      if (r.flight && r.flight->reason == "request") return true;
+    }
+    return false;
+  }
+
+  // Culprits of a hang, strongest evidence first.
+  std::vector<int> HangCulprits(CulpritReason* reason) const {
+    if (!v_.missing.empty()) {
+      *reason = CulpritReason::kNeverEntered;
+      return v_.missing;
+    }
+    std::vector<int> culprits = ReportedMissing();
+    if (!culprits.empty()) {
+      *reason = CulpritReason::kNamedByWatchdog;
+      return culprits;
+    }
+    for (const RankFacts& r : f_) {
+      if (r.has_progress && r.unresponsive()) culprits.push_back(r.rank);
+    }
+    if (!culprits.empty()) {
+      *reason = CulpritReason::kUnresponsive;
+      return culprits;
+    }
+    // A rank that is gone while the others wait cannot ever join them.
+    for (const RankFacts& r : f_) {
+      const bool consequence = r.torn_down || (r.record->summary && r.watchdog_exit);
+      if (r.exited && !consequence && r.has_progress && r.last_completed < v_.frontier) {
+        culprits.push_back(r.rank);
+      }
+    }
+    if (!culprits.empty()) {
+      *reason = CulpritReason::kExitedWhileWaited;
+      return culprits;
+    }
+    if (!v_.unknown.empty() && !v_.entered.empty()) {
+      // The others dumped their flight recorders; a rank that left none although it was asked
+      // (or is still there) is the silent one. A rank the launcher tore down first says nothing.
+      const bool asked = DumpWasRequested() || in_.now_unix_ms > 0;
+      for (int r : v_.unknown) {
+        if (asked || (!f_[r].exited && f_[r].dir_present)) culprits.push_back(r);
+      }
+      *reason = CulpritReason::kLeftNoRecord;
+      if (!culprits.empty()) return culprits;
+      // Weaker: the others wait in a collective while its telemetry shows it doing something else.
+      for (int r : v_.unknown) {
+        const std::string& phase = f_[r].phase;
+        if (!phase.empty() && phase != "communication") culprits.push_back(r);
+      }
+      *reason = CulpritReason::kOtherPhase;
+      return culprits;
+    }
+    if (v_.entered.empty()) {
+      // Nobody is in a collective: the rank whose activity stopped first holds the others.
+      int64_t oldest = INT64_MAX;
+      for (const RankFacts& r : f_) {
+        if (!r.exited && r.last_activity_ms > 0) oldest = std::min(oldest, r.last_activity_ms);
+      }
+      for (const RankFacts& r : f_) {
+        if (!r.exited && r.last_activity_ms == oldest) culprits.push_back(r.rank);
+      }
+      *reason = CulpritReason::kQuietLongest;
+    }
+    return culprits;
+  }
+
+  void HungAtCollective() {
+    v_.kind = DiagnosisKind::kHang;
+    v_.seq = v_.frontier;
+    FillCollective(v_.frontier);
+    CulpritReason reason = CulpritReason::kNeverEntered;
+    v_.culprits = HangCulprits(&reason);
+    const std::vector<int> reported = ReportedMissing();
+    for (int c : v_.culprits) {
+      // A culprit's own state can say more than the rule that found it.
+      const RankFacts& r = f_[c];
+      CulpritReason why = reason;
+      if (reason != CulpritReason::kNeverEntered && reason != CulpritReason::kQuietLongest) {
+        why = CulpritReason::kUnstated;
+        if (r.unresponsive()) {
+          why = CulpritReason::kUnresponsive;
+        } else if (!r.has_progress && Contains(reported, c)) {
+          why = CulpritReason::kNamedByWatchdog;
+        } else if (!r.has_progress) {
+          why = CulpritReason::kLeftNoRecord;
+        } else if (r.exited) {
+          why = CulpritReason::kExitedWhileWaited;
+        }
+      }
+      v_.culprit_reasons[c] = why;
+    }
+    if (v_.entered.empty()) {
+      v_.hang_kind = v_.frontier == 0 ? HangKind::kBeforeFirst : HangKind::kBetweenCollectives;
+      return;
+    }
+    v_.hang_kind = HangKind::kInCollective;
+    for (int e : v_.entered) {
+      (f_[e].last_completed >= v_.frontier ? v_.done : v_.waiting).push_back(e);
+    }
+  }
+
+  // Programs without libdlaunch: only output, exits and stacks are known.
+  void HungWithoutRecorder() {
+    v_.kind = DiagnosisKind::kHang;
+    v_.hang_kind = HangKind::kNoFlightRecorder;
+    for (const RankFacts& r : f_) {
+      if (!r.exited) v_.running.push_back(r.rank);
+      if (r.stack.activity == StackActivity::kNone) continue;
+      (r.stack.activity == StackActivity::kCollective ? v_.in_collective : v_.elsewhere)
+          .push_back(r.rank);
+    }
+    const bool some_exited = !v_.running.empty() && v_.running.size() < f_.size();
+    if (some_exited) {
+      v_.unlinked = UnlinkedJudgement::kStillRunning;
+      v_.culprits = v_.running;
+    } else if (!v_.in_collective.empty() && !v_.elsewhere.empty()) {
+      // The others wait inside a collective; the odd stacks out are what they wait for.
+      v_.unlinked = UnlinkedJudgement::kOutsideCollective;
+      v_.culprits = v_.elsewhere;
+    } else if (std::vector<int> odd = OddStacksOut(); !odd.empty()) {
+      v_.unlinked = UnlinkedJudgement::kOddStackOut;
+      v_.culprits = odd;
+      int other = 0;
+      while (Contains(odd, other)) ++other;
+      v_.odd_activity = f_[odd.front()].stack.activity;
+      v_.usual_activity = f_[other].stack.activity;
+    } else {
+      v_.unlinked = UnlinkedJudgement::kSilentLongest;
+      int64_t oldest = INT64_MAX;
+      for (const RankFacts& r : f_) oldest = std::min(oldest, r.last_activity_ms);
+      for (const RankFacts& r : f_) {
+        if (r.last_activity_ms == oldest) v_.culprits.push_back(r.rank);
+      }
+      if (v_.culprits.size() == f_.size()) v_.culprits.clear();
+    }
+  }
+
+  // Ranks outside the largest group of main-thread stack activities, when that group is unique
+  // and every rank has a stack: the ones not doing what everybody else does.
+  std::vector<int> OddStacksOut() const {
+    std::map<StackActivity, std::vector<int>> groups;
+    for (const RankFacts& r : f_) {
+      if (r.stack.activity == StackActivity::kNone) return {};
+      groups[r.stack.activity].push_back(r.rank);
+    }
+    if (groups.size() < 2) return {};
+    size_t largest = 0, count = 0;
+    for (const auto& [activity, ranks] : groups) largest = std::max(largest, ranks.size());
+    for (const auto& [activity, ranks] : groups) count += ranks.size() == largest;
+    if (count != 1) return {};
+    std::vector<int> odd;
+    for (const auto& [activity, ranks] : groups) {
+      if (ranks.size() != largest) odd.insert(odd.end(), ranks.begin(), ranks.end());
+    }
+    std::sort(odd.begin(), odd.end());
+    return odd;
+  }
+
+  // Where each rank stood relative to the collective in question comes first; how it ended
+  // (failed, exited, torn down) is reported beside it.
+  void PlaceRanks() {
+    for (const RankFacts& r : f_) {
+      RankPlace p;
+      auto entry = frontier_entries_.find(r.rank);
+      // Waiting is measured in the frontier collective, which is also `seq` for hangs.
+      p.waiting_ms = WaitingMs(r, entry == frontier_entries_.end() ? nullptr : entry->second);
+      if (r.failed()) {
+        p.state = RankState::kFailed;
+      } else if (v_.stale.count(r.rank)) {
+        p.state = r.stopped ? RankState::kStopped : RankState::kUnresponsive;
+      } else if (v_.seq >= 0 && r.has_progress) {
+        p.state = r.last_completed >= v_.seq ? RankState::kCompleted
+                  : r.last_started >= v_.seq ? RankState::kWaiting
+                                             : RankState::kNeverEntered;
+        p.stopped = r.stopped;
+      } else if (r.exited) {
+        p.state = RankState::kExited;
+      } else if (r.stopped) {
+        p.state = RankState::kStopped;
+      } else {
+        p.state =
+            r.has_progress || r.dir_present || r.live ? RankState::kRunning : RankState::kUnknown;
+      }
+      v_.places.push_back(p);
+    }
+  }
+
+  const std::vector<RankFacts>& f_;
+  const InferenceInput& in_;
+  Verdict v_;
+  bool any_progress_ = false;
+  int root_ = -1;
+  std::map<int, const FlightEntry*> frontier_entries_;
+};
+
+}  // namespace
+
+Verdict Infer(const std::vector<RankFacts>& facts, const InferenceInput& input) {
+  return Inference(facts, input).Run();
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,125 @@
+// The inference layer: from every rank's facts to a verdict — mismatch, failure, hang or ok; the
+// culprits; the collective in question; where each rank stood — as plain data. No text here:
+// rendering (render_text.h) words the verdict. Pure computation; never throws.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/run_dir/diagnosis_file.h"
+#include "launcher/diagnose/rank_facts.h"
+
+namespace dlaunch::launcher {
+
+using rundir::DiagnosisKind;
+using rundir::HangKind;
+using rundir::MismatchKind;
+using rundir::RankState;
+
+// What ranks compare for one collective: op, dtype, count and (for broadcast) root.
+struct Signature {
+  std::string op, dtype;
+  int64_t count = -1;
+  int root = -1;
+  bool operator<(const Signature& o) const;
+  bool operator==(const Signature& o) const;
+};
+
+struct Collective {
+  std::string op, dtype;
+  int64_t count = -1;
+  int64_t bytes = -1;
+};
+
+// Ranks that called one signature at the mismatched collective.
+struct MismatchGroup {
+  Signature signature;
+  std::vector<int> ranks;
+  bool culprit = false;  // not the majority
+  int64_t seq = -1;      // the seq of its first rank's entry
+  int64_t bytes = -1;
+};
+
+struct Mismatch {
+  MismatchKind kind = MismatchKind::kNone;
+  int64_t seq = -1;                // seq of the majority's first rank
+  bool by_collective_seq = false;  // compared by collective_seq (p2p calls shift seq)
+  int64_t collective_seq = -1;
+  int majority_first_rank = -1;
+  std::vector<MismatchGroup> groups;  // by signature
+  std::vector<int> culprits;
+};
+
+// Why a rank is a hang culprit, strongest first.
+enum class CulpritReason {
+  kNeverEntered,       // missing from the frontier collective
+  kNamedByWatchdog,    // a watchdog named it missing and it left no record
+  kUnresponsive,       // did not answer the dump request, or stopped
+  kLeftNoRecord,       // no flight recorder while the others wait
+  kExitedWhileWaited,  // gone while the others wait for it
+  kOtherPhase,         // telemetry shows it doing something else
+  kQuietLongest,       // between collectives: its activity stopped first
+  kUnstated,           // found by a rule above, nothing more to say about it
+};
+
+// How a hang of programs without a flight recorder was judged.
+enum class UnlinkedJudgement {
+  kNone,
+  kStillRunning,       // the others exited
+  kOutsideCollective,  // by stacks: the others wait inside a collective
+  kOddStackOut,        // by stack activity: not doing what everybody else does
+  kSilentLongest,      // by output times
+};
+
+struct RankPlace {
+  RankState state = RankState::kUnknown;
+  bool stopped = false;     // also SIGSTOPped
+  int64_t waiting_ms = -1;  // inside the collective in question
+};
+
+struct Verdict {
+  DiagnosisKind kind = DiagnosisKind::kIncomplete;
+  HangKind hang_kind = HangKind::kNone;
+  std::vector<int> culprits;
+  std::map<int, CulpritReason> culprit_reasons;  // hangs with a flight recorder
+  int64_t seq = -1;
+  Collective collective;
+  std::vector<int> entered, missing, unknown;
+  std::set<int> stale;  // unresponsive, last heartbeat too old to place
+  int64_t frontier = -1;
+  bool p2p_not_compared = false;  // send/recv without collective_seq: no mismatch check
+  Mismatch mismatch;
+
+  // Failure
+  int root = -1;
+  bool root_inside = false;       // it had entered `seq`
+  bool root_record_lost = false;  // its own record died with it; the others show `seq`
+  std::vector<int> left_waiting;  // ranks left inside `seq`
+
+  // Hang at a collective
+  std::vector<int> waiting, done;  // of `entered`
+
+  // Hang without a flight recorder
+  UnlinkedJudgement unlinked = UnlinkedJudgement::kNone;
+  std::vector<int> running, in_collective, elsewhere;
+  StackActivity odd_activity = StackActivity::kNone, usual_activity = StackActivity::kNone;
+
+  std::vector<RankPlace> places;  // index == rank
+};
+
+struct InferenceInput {
+  std::optional<int> launcher_exit_code;
+  int64_t now_unix_ms = 0;      // 0 offline
+  bool hang_suspected = false;  // a live monitor saw a stall
+};
+
+Verdict Infer(const std::vector<RankFacts>& facts, const InferenceInput& input);
+
+// How long `rank` has been inside `entry` (-1 when not in it), by its own clock.
+int64_t WaitingMs(const RankFacts& facts, const FlightEntry* entry);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,181 @@
+#include "launcher/diagnose/rank_facts.h"
+
+#include <algorithm>
+#include <regex>
+
+#include "core/exit_codes.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using rundir::EventKind;
+using rundir::RankStatus;
+
+void MergeFlightAndTelemetry(const RankRecord& rec, RankFacts& v) {
+  if (rec.flight_state == rundir::FileState::kOk) {
+    v.flight = &rec.flight;
+    v.has_progress = true;
+    v.last_completed = rec.flight.LastCompletedSeq();
+    v.last_started = std::max(v.last_completed, rec.flight.LastStartedSeq());
+    v.ref_ms = std::max(v.ref_ms, rec.flight.dumped_unix_ms);
+  }
+  const auto& telemetry = rec.events.telemetry;
+  v.telemetry = &telemetry;
+  if (!telemetry.empty()) {
+    const TelemetrySample& last = telemetry.back();
+    v.phase = last.phase;
+    v.step = last.step;
+    v.rss = last.rss_bytes;
+    v.device_allocated = last.device_allocated_bytes;
+    v.device_reserved = last.device_reserved_bytes;
+    v.phase_since_ms = last.unix_ms;
+    for (auto it = telemetry.rbegin(); it != telemetry.rend() && it->phase == last.phase; ++it) {
+      v.phase_since_ms = it->unix_ms;
+    }
+    v.ref_ms = std::max(v.ref_ms, last.unix_ms);
+    v.last_activity_ms = std::max(v.last_activity_ms, last.unix_ms);
+  }
+  for (const Event& e : rec.events.events) v.ref_ms = std::max(v.ref_ms, e.unix_ms);
+  v.last_activity_ms = std::max(v.last_activity_ms, rec.last_output_unix_ms);
+  v.ref_ms = std::max(v.ref_ms, rec.last_output_unix_ms);
+}
+
+void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v) {
+  if (!rec.live) return;
+  const RankLiveState& live = *rec.live;
+  v.live = true;
+  v.linked = live.linked;
+  if (live.linked) {
+    v.has_progress = true;
+    v.last_completed = std::max(v.last_completed, live.status.last_completed_seq);
+    v.last_started = std::max({v.last_started, live.status.last_started_seq, v.last_completed});
+    v.current_op = live.status.current_op;
+    const std::string live_phase = core::PhaseName(live.status.phase);
+    // The telemetry's timestamps are the rank's own; the monitor only sees heartbeats.
+    if (live_phase != v.phase || v.phase_since_ms == 0) {
+      v.phase = live_phase;
+      if (rec.live_phase_since_unix_ms > 0) v.phase_since_ms = rec.live_phase_since_unix_ms;
+    }
+    v.step = live.status.step;
+    if (live.status.rss_bytes >= 0) v.rss = live.status.rss_bytes;
+    if (live.status.device_allocated_bytes >= 0) {
+      v.device_allocated = live.status.device_allocated_bytes;
+    }
+    if (live.status.device_reserved_bytes >= 0) {
+      v.device_reserved = live.status.device_reserved_bytes;
+    }
+    if (!rec.answered_dump && !live.exited) {
+      v.missed_dump = true;
+      if (options.now_unix_ms > 0 && live.last_heartbeat_unix_ms > 0) {
+        v.heartbeat_age_ms = options.now_unix_ms - live.last_heartbeat_unix_ms;
+      }
+    }
+  }
+  v.last_activity_ms =
+      std::max({v.last_activity_ms, live.last_output_unix_ms, live.last_progress_unix_ms});
+  v.exited = live.exited;
+}
+
+void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts& v) {
+  if (!rec.summary) return;
+  const rundir::SummaryRank& s = *rec.summary;
+  const int exit_code = s.exit_code.value_or(0);
+  int signal = s.signal;
+  if (signal == 0 && exit_code < 0 && s.status != RankStatus::kRunning) signal = -exit_code;
+  if (s.status != RankStatus::kRunning && s.status != RankStatus::kUnknown) {
+    v.exited = true;
+    v.exit_code = exit_code;
+    v.signal = signal;
+  }
+  v.torn_down = s.status == RankStatus::kKilled;
+  v.watchdog_exit = exit_code == kExitHang;
+  const int64_t end = s.end_unix_ms.value_or(0);
+  if (options.now_unix_ms == 0 && end > 0) v.ref_ms = std::max(v.ref_ms, end);
+  const bool bad_exit = v.exited && (exit_code != 0 || signal != 0);
+  // "killed" ranks were torn down by the launcher after someone else failed.
+  if (bad_exit && !v.torn_down && !v.watchdog_exit) {
+    v.failure.source = FailureSource::kExit;
+    v.failure.at_unix_ms = end;
+    v.failure.bad_exit = true;
+    v.failure.exit_code = exit_code;
+    v.failure.signal = signal;
+    v.failure.launcher_error = s.error;
+  }
+}
+
+// error.json and error events name the cause better than an exit code; an OOM beats any other
+// message because it explains the errors that follow it.
+void MergeErrors(const RankRecord& rec, RankFacts& v) {
+  bool from_error = false;
+  auto consider = [&](EventKind kind, const std::string& message, int64_t at) {
+    if (kind != EventKind::kOom && kind != EventKind::kError) return;
+    if (v.failure.source == FailureSource::kOom || (from_error && kind != EventKind::kOom)) return;
+    v.failure.source = kind == EventKind::kOom ? FailureSource::kOom : FailureSource::kError;
+    v.failure.message = message;
+    v.failure.consequence = kind != EventKind::kOom && IsFallout(message);
+    from_error = true;
+    if (at > 0 && (v.failure.at_unix_ms == 0 || at < v.failure.at_unix_ms)) {
+      v.failure.at_unix_ms = at;
+    }
+  };
+  auto claim = [&](const nlohmann::json& body) {
+    TimeoutClaim c;
+    auto seq = body.find("seq");
+    if (seq != body.end() && seq->is_number_integer()) c.seq = seq->get<int64_t>();
+    auto missing = body.find("missing_ranks");
+    if (missing != body.end() && missing->is_array()) {
+      for (const auto& r : *missing) {
+        if (r.is_number_integer() && r.get<int64_t>() >= 0 && r.get<int64_t>() < rundir::kMaxRanks)
+          c.missing_ranks.push_back(r.get<int>());
+      }
+    }
+    v.timeout_claims.push_back(std::move(c));
+  };
+  if (rec.error) {
+    const EventKind kind = rundir::ParseEventKind(rec.error->kind);
+    consider(kind, rec.error->message, rec.error->unix_ms);
+    if (kind == EventKind::kTimeout) {
+      v.reported_timeout = true;
+      claim(rec.error->fields);
+    }
+  }
+  for (const Event& e : rec.events.events) {
+    auto message = e.body.find("message");
+    consider(e.type(),
+             message != e.body.end() && message->is_string() ? message->get<std::string>()
+                                                             : std::string(),
+             e.unix_ms);
+    if (e.type() == EventKind::kTimeout) {
+      v.reported_timeout = true;
+      claim(e.body);
+    }
+  }
+}
+
+}  // namespace
+
+bool IsFallout(const std::string& message) {
+  static const std::regex fallout(
+      "peer|connection (closed|reset)|broken pipe|timed out|timeout|abort|remote",
+      std::regex::icase);
+  return std::regex_search(message, fallout);
+}
+
+RankFacts GatherFacts(const RankRecord& rec, const FactsOptions& options) {
+  RankFacts v;
+  v.rank = rec.rank;
+  v.record = &rec;
+  v.dir_present = rec.dir_present;
+  MergeFlightAndTelemetry(rec, v);
+  MergeLive(rec, options, v);
+  v.process_state = rec.process_state;
+  v.stopped = !rec.process_state.empty() && rec.process_state[0] == 'T';
+  if (options.now_unix_ms > 0) v.ref_ms = options.now_unix_ms;
+  MergeSummary(rec, options, v);
+  MergeErrors(rec, v);
+  v.stack = ParseGdbStacks(rec.stacks);
+  v.nccl_warnings = rec.nccl_warnings;
+  return v;
+}
+
+}  // namespace dlaunch::launcher

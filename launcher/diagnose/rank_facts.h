@@ -1,0 +1,108 @@
+// The facts layer of the analysis: what is known about one rank, merged from every source (flight
+// recorder, telemetry, events, error.json, summary.json, the live heartbeat, stacks), as plain
+// data. Inference (inference.h) reads only these facts, so any source that can fill them — a
+// Python rank writing the same files, NCCL log verdicts, Python stacks — feeds the same analysis
+// through a FactsEnricher without touching inference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/diagnose/run_snapshot.h"
+#include "launcher/diagnose/stack_parser.h"
+
+namespace dlaunch::launcher {
+
+// Where a root-cause candidate's failure was learnt.
+enum class FailureSource {
+  kNone,
+  kExit,   // a bad exit code or a signal (not a teardown, not a watchdog's exit)
+  kError,  // error.json or an "error" event
+  kOom,    // error.json or an "oom" event of kind oom: beats every other message
+};
+
+struct RankFailure {
+  FailureSource source = FailureSource::kNone;
+  int64_t at_unix_ms = 0;
+  std::string message;  // the rank's own words (kError, kOom)
+  // The bad exit, also beside an error message: counted only when not a teardown or watchdog.
+  bool bad_exit = false;
+  int exit_code = 0;
+  int signal = 0;
+  std::string launcher_error;  // summary.json's error of this rank
+  bool consequence = false;    // the message reads as fallout of another rank's (peer gone)
+};
+
+// A collective watchdog's claim: at `seq` (nullopt: unsaid) these ranks never joined.
+struct TimeoutClaim {
+  std::optional<int64_t> seq;
+  std::vector<int> missing_ranks;
+};
+
+struct RankFacts {
+  int rank = 0;
+  const RankRecord* record = nullptr;  // the evidence, for rendering
+  bool dir_present = false;
+  bool live = false;    // seen by a live monitor
+  bool linked = false;  // has a heartbeat stream
+
+  // Progress through collectives (flight recorder or heartbeat).
+  const FlightDump* flight = nullptr;  // null without a readable flight.json
+  bool has_progress = false;
+  int64_t last_completed = -1;
+  int64_t last_started = -1;
+  std::string current_op;  // the heartbeat's, live only
+  int64_t ref_ms = 0;      // this rank's "now"
+
+  // Activity (telemetry, heartbeat, output).
+  const std::vector<TelemetrySample>* telemetry = nullptr;
+  std::string phase;
+  int64_t phase_since_ms = 0;
+  int64_t step = -1;
+  int64_t rss = -1, device_allocated = -1, device_reserved = -1;
+  int64_t last_activity_ms = 0;  // output or telemetry: for programs without a flight recorder
+
+  // How it ended.
+  bool exited = false;
+  int exit_code = -1;
+  int signal = 0;
+  bool torn_down = false;      // "killed" in summary.json: the launcher's teardown
+  bool watchdog_exit = false;  // exit code kExitHang: its own collective watchdog fired
+  RankFailure failure;
+  bool failed() const { return failure.source != FailureSource::kNone; }
+
+  // Liveness, live only.
+  bool missed_dump = false;       // linked, alive, and did not answer the dump request
+  int64_t heartbeat_age_ms = -1;  // at the diagnosis, when known
+  bool stopped = false;           // process state T
+  std::string process_state;
+  bool unresponsive() const { return missed_dump || stopped; }
+
+  // What its collective watchdog and error files said about a hang.
+  bool reported_timeout = false;
+  std::vector<TimeoutClaim> timeout_claims;
+
+  StackSummary stack;
+  std::vector<std::string> nccl_warnings;
+  // Evidence lines attached by enrichers, shown with the report.
+  std::vector<std::string> notes;
+};
+
+struct FactsOptions {
+  int64_t now_unix_ms = 0;  // 0 offline
+};
+
+// Facts of one rank from its record. Never throws.
+RankFacts GatherFacts(const RankRecord& record, const FactsOptions& options);
+
+// Adds or corrects facts from another source after GatherFacts (e.g. Python stacks, NCCL log
+// verdicts). Called once per rank, in order.
+using FactsEnricher = std::function<void(const RankRecord& record, RankFacts& facts)>;
+
+// Messages that describe losing a peer or waiting for one: errors caused by another rank.
+bool IsFallout(const std::string& message);
+
+}  // namespace dlaunch::launcher

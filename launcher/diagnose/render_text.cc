@@ -1,0 +1,466 @@
+#include "launcher/diagnose/render_text.h"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+#include <sstream>
+
+#include "core/base/format.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using base::FormatBytes;
+using base::FormatDurationMs;
+using base::FormatRankList;
+using base::FormatUnixMs;
+using base::SignalName;
+
+std::string DescribeCollective(const std::string& op, const std::string& dtype, int64_t count,
+                               int64_t bytes) {
+  std::string out = op.empty() ? "?" : op;
+  if (!dtype.empty()) out += " " + dtype;
+  if (bytes >= 0) {
+    out += " " + FormatBytes(bytes);
+  } else if (count >= 0) {
+    out += " x" + std::to_string(count);
+  }
+  return out;
+}
+
+std::string Plural(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + FormatRankList(ranks);
+}
+
+// "exited with code 1", "was killed by SIGKILL (...)", "ran out of memory: ... (exited ...)".
+std::string DescribeFailure(const RankFailure& f) {
+  std::string exit;
+  if (f.bad_exit) {
+    if (f.signal != 0) {
+      exit = "was killed by " + SignalName(f.signal);
+      if (f.signal == 9) exit += " (host out of memory? check dmesg for the OOM killer)";
+    } else {
+      exit = "exited with code " + std::to_string(f.exit_code);
+    }
+    if (!f.launcher_error.empty()) exit += ": " + f.launcher_error;
+  }
+  if (f.source == FailureSource::kExit) return exit;
+  std::string what = f.source == FailureSource::kOom ? "ran out of memory" : "reported an error";
+  if (!f.message.empty()) what += ": " + f.message;
+  if (!exit.empty()) what += " (" + exit + ")";
+  return what;
+}
+
+// "did not answer the dump request, no heartbeat for 31 s, process T (stopped)".
+std::string UnresponsiveWhy(const RankFacts& v) {
+  std::string why;
+  if (v.missed_dump) {
+    why = "did not answer the dump request";
+    if (v.heartbeat_age_ms >= 0)
+      why += ", no heartbeat for " + FormatDurationMs(v.heartbeat_age_ms);
+  }
+  if (v.stopped) why += (why.empty() ? "process " : ", process ") + v.process_state;
+  return why;
+}
+
+class Renderer {
+ public:
+  Renderer(const std::vector<RankFacts>& facts, const Verdict& verdict, const RenderContext& ctx)
+      : f_(facts), v_(verdict), ctx_(ctx) {}
+
+  Diagnosis Run() {
+    d_.run_dir = ctx_.run->run_dir;
+    d_.trigger = ctx_.trigger;
+    d_.problems = ctx_.run->problems;
+    d_.created_unix_ms = ctx_.now_unix_ms;
+    d_.kind = v_.kind;
+    d_.hang_kind = v_.hang_kind;
+    d_.culprit_ranks = v_.culprits;
+    d_.seq = v_.seq;
+    d_.op = v_.collective.op;
+    d_.dtype = v_.collective.dtype;
+    d_.count = v_.collective.count;
+    d_.bytes = v_.collective.bytes;
+    d_.mismatch = v_.mismatch.kind;
+    if (f_.empty()) {
+      d_.headline = "INCOMPLETE: the run directory holds no rank data";
+      return d_;
+    }
+    if (v_.p2p_not_compared) {
+      d_.details.push_back(
+          "point-to-point calls in the flight recorders and no collective_seq: per-rank seqs need "
+          "not line up, so collectives were not compared across ranks");
+    }
+    if (v_.kind == DiagnosisKind::kMismatch || v_.kind == DiagnosisKind::kFailure ||
+        (v_.kind == DiagnosisKind::kHang && v_.hang_kind != HangKind::kNoFlightRecorder)) {
+      d_.entered_ranks = v_.entered;
+      d_.missing_ranks = v_.missing;
+    }
+    switch (v_.kind) {
+      case DiagnosisKind::kMismatch:
+        Mismatch();
+        break;
+      case DiagnosisKind::kFailure:
+        Failure();
+        break;
+      case DiagnosisKind::kHang:
+        v_.hang_kind == HangKind::kNoFlightRecorder ? HangWithoutRecorder() : Hang();
+        break;
+      case DiagnosisKind::kOk:
+        d_.headline = "OK: all " + std::to_string(f_.size()) + " ranks exited 0";
+        break;
+      case DiagnosisKind::kIncomplete:
+        d_.headline = "INCOMPLETE: no hang or failure can be established from what is there";
+        if (ctx_.run->exit_code) {
+          d_.headline += " (launcher exit code " + std::to_string(*ctx_.run->exit_code) + ")";
+        }
+        break;
+    }
+    if (!d_.problems.empty() && d_.kind != DiagnosisKind::kOk) {
+      d_.headline +=
+          " [partial: " + std::to_string(d_.problems.size()) + " input(s) missing or unreadable]";
+    }
+    if (ctx_.run->live_diagnosis && ctx_.now_unix_ms == 0 &&
+        !ctx_.run->live_diagnosis->headline.empty()) {
+      d_.details.push_back("diagnosis recorded while the job ran: " +
+                           ctx_.run->live_diagnosis->headline);
+    }
+    for (const RankFacts& r : f_) {
+      for (const std::string& note : r.notes) {
+        d_.details.push_back("rank " + std::to_string(r.rank) + ": " + note);
+      }
+    }
+    std::set<int> culprits(v_.culprits.begin(), v_.culprits.end());
+    for (const RankFacts& r : f_) d_.ranks.push_back(RankLine(r, culprits.count(r.rank) > 0));
+    return d_;
+  }
+
+ private:
+  rundir::RankDir RankFiles(int rank) const { return rundir::RunDir(d_.run_dir).rank(rank); }
+
+  std::string CollectiveLabel(int64_t seq) const {
+    return "collective #" + std::to_string(seq) + " " +
+           DescribeCollective(d_.op, d_.dtype, d_.count, d_.bytes);
+  }
+
+  std::string PhaseFor(const RankFacts& r) const {
+    std::string out = "phase " + r.phase;
+    if (r.phase_since_ms > 0 && r.ref_ms >= r.phase_since_ms) {
+      out += " for " + FormatDurationMs(r.ref_ms - r.phase_since_ms);
+    }
+    return out;
+  }
+
+  void Mismatch() {
+    const auto& m = v_.mismatch;
+    if (m.by_collective_seq) {
+      d_.details.push_back("compared by collective_seq (point-to-point calls shift seq): #" +
+                           std::to_string(m.seq) + " is collective_seq " +
+                           std::to_string(m.collective_seq) + " on rank " +
+                           std::to_string(m.majority_first_rank));
+    }
+    std::string odd;
+    std::vector<int> majority;
+    for (const MismatchGroup& g : m.groups) {
+      std::string what =
+          DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
+      if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
+      if (g.bytes >= 0) what += " (" + FormatBytes(g.bytes) + ")";
+      d_.details.push_back("  #" + std::to_string(g.seq) + " " + Plural(g.ranks) + ": " + what);
+      if (g.culprit) {
+        odd += (odd.empty() ? "" : "; ") + Plural(g.ranks) + " called " + what;
+      } else {
+        majority = g.ranks;
+      }
+    }
+    d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
+                  rundir::MismatchKindName(m.kind) + "): " + odd + " while " + Plural(majority) +
+                  " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
+  }
+
+  void Failure() {
+    const RankFacts& v = f_[v_.root];
+    const RankRecord& rec = *v.record;
+    const int r = v.rank;
+    std::string where;
+    if (v_.root_record_lost) {
+      where = " while " + Plural(v_.entered) + " were inside " + CollectiveLabel(v_.seq) +
+              " (its flight recorder was lost with it)";
+    } else if (v_.seq >= 0) {
+      where = (v_.root_inside ? " inside " : " before entering ") + CollectiveLabel(v_.seq) +
+              " (last completed #" + std::to_string(v.last_completed) + ")";
+    } else if (v.has_progress) {
+      where = " (last completed collective #" + std::to_string(v.last_completed) + ")";
+    }
+    d_.headline = "FAILURE: rank " + std::to_string(r) + " " + DescribeFailure(v.failure);
+    if (v.failure.at_unix_ms > 0) d_.headline += " at " + FormatUnixMs(v.failure.at_unix_ms);
+    d_.headline += where;
+    if (!v_.left_waiting.empty()) {
+      d_.headline += "; " + Plural(v_.left_waiting) + " left waiting in it";
+    }
+    // torchrun's "Root Cause (first observed failure)" block.
+    d_.details.push_back("Root Cause (first observed failure):");
+    d_.details.push_back("  time      : " + FormatUnixMs(v.failure.at_unix_ms));
+    if (rec.summary) d_.details.push_back("  host      : " + rec.summary->host);
+    d_.details.push_back("  rank      : " + std::to_string(r));
+    if (rec.summary) {
+      d_.details.push_back("  exitcode  : " + std::to_string(rec.summary->exit_code.value_or(0)) +
+                           " (pid: " + std::to_string(rec.summary->pid) + ")" +
+                           (v.signal ? " signal " + SignalName(v.signal) : ""));
+    }
+    if (rec.error) {
+      d_.details.push_back("  error_file: " + rundir::RankFileLabel(r, RankFiles(r).error()));
+      if (!rec.error->message.empty()) d_.details.push_back("  message   : " + rec.error->message);
+    }
+    if (!rec.stderr_tail.empty()) {
+      d_.details.push_back("  last stderr lines of rank " + std::to_string(r) + ":");
+      for (const std::string& line : rec.stderr_tail) d_.details.push_back("    " + line);
+    }
+    if (v.failure.source == FailureSource::kOom) {
+      std::string trend = v.telemetry ? MemoryTrend(r, *v.telemetry) : "";
+      d_.details.push_back(trend.empty() ? "no memory telemetry in " +
+                                               rundir::RankFileLabel(r, RankFiles(r).events()) +
+                                               " to show a trend"
+                                         : trend);
+    }
+  }
+
+  std::string DescribeMissing(int rank) const {
+    const RankFacts& v = f_[rank];
+    std::string out = "last completed #" + std::to_string(v.last_completed);
+    if (!v.phase.empty()) out += ", " + PhaseFor(v);
+    if (v.unresponsive()) out += ", " + UnresponsiveWhy(v);
+    if (v.exited && !v.torn_down) {
+      out += v.signal ? ", killed by " + SignalName(v.signal)
+                      : (v.exit_code >= 0 ? ", exited with code " + std::to_string(v.exit_code)
+                                          : ", exited");
+    }
+    return out;
+  }
+
+  std::string WhyCulprit(int rank, CulpritReason reason) const {
+    const RankFacts& v = f_[rank];
+    std::string why;
+    switch (reason) {
+      case CulpritReason::kUnresponsive:
+        why = UnresponsiveWhy(v);
+        if (v_.stale.count(rank)) {
+          why += " (its last heartbeat: completed #" + std::to_string(v.last_completed) + ")";
+        }
+        break;
+      case CulpritReason::kNamedByWatchdog:
+        why = "never entered (named missing by the collective watchdog)";
+        break;
+      case CulpritReason::kLeftNoRecord:
+        why = "left no flight recorder dump";
+        break;
+      case CulpritReason::kExitedWhileWaited:
+        why = (v.exit_code >= 0 ? "exited with code " + std::to_string(v.exit_code) : "exited") +
+              " while the others wait (last completed #" + std::to_string(v.last_completed) + ")";
+        break;
+      default:
+        break;
+    }
+    if (!v.has_progress && !v.phase.empty()) {
+      why += " (last telemetry: step " + std::to_string(v.step) + ", " + PhaseFor(v) + ")";
+    }
+    return why;
+  }
+
+  void Hang() {
+    if (!v_.unknown.empty()) {
+      d_.details.push_back("no flight recorder or heartbeat from " + Plural(v_.unknown) +
+                           " (torn down before dumping, or not linked with libdlaunch)");
+    }
+    if (v_.hang_kind != HangKind::kInCollective) {
+      d_.headline = v_.hang_kind == HangKind::kBeforeFirst
+                        ? std::string("HANG before the first collective")
+                        : "HANG between collectives: every rank completed #" +
+                              std::to_string(v_.frontier - 1) + " and none entered another";
+      for (int c : v_.culprits) d_.headline += "; rank " + std::to_string(c) + " quiet longest";
+      return;
+    }
+    d_.headline = "HANG at " + CollectiveLabel(v_.frontier) + ": ";
+    if (!v_.waiting.empty()) {
+      int64_t wait = -1;
+      for (int r : v_.waiting) wait = std::max(wait, v_.places[r].waiting_ms);
+      d_.headline += Plural(v_.waiting) + " waiting " + FormatDurationMs(wait);
+    }
+    if (!v_.done.empty()) {
+      d_.headline += (v_.waiting.empty() ? "" : ", ") + Plural(v_.done) + " completed it";
+    }
+    if (v_.missing.empty() && v_.unknown.empty() && v_.stale.empty()) {
+      d_.headline += " (all ranks entered, none completed)";
+    }
+    for (int m : v_.missing) {
+      d_.headline += "; rank " + std::to_string(m) + " never entered (" + DescribeMissing(m) + ")";
+    }
+    for (int c : v_.culprits) {
+      if (std::find(v_.missing.begin(), v_.missing.end(), c) != v_.missing.end()) continue;
+      d_.headline += "; rank " + std::to_string(c) + " " + WhyCulprit(c, v_.culprit_reasons.at(c));
+    }
+    if (v_.culprits.empty()) d_.headline += "; no rank stands out (network or backend stall?)";
+  }
+
+  // Programs without libdlaunch: only output, exits and stacks are known.
+  void HangWithoutRecorder() {
+    std::string what;
+    switch (v_.unlinked) {
+      case UnlinkedJudgement::kStillRunning:
+        what = " still running after the others exited";
+        break;
+      case UnlinkedJudgement::kOutsideCollective:
+        what = " not in the collective " + Plural(v_.in_collective) +
+               (v_.in_collective.size() == 1 ? " waits" : " wait") + " in";
+        d_.details.push_back("stacks: " + Plural(v_.in_collective) + " wait inside a collective, " +
+                             Plural(v_.elsewhere) + " elsewhere");
+        break;
+      case UnlinkedJudgement::kOddStackOut:
+        what = std::string(v_.culprits.size() == 1 ? " stands" : " stand") +
+               " apart by the stack (" + StackActivityName(v_.odd_activity) + " while the others " +
+               StackActivityName(v_.usual_activity) + ")";
+        break;
+      case UnlinkedJudgement::kSilentLongest:
+      case UnlinkedJudgement::kNone:
+        what = " silent longest";
+        break;
+    }
+    if (v_.culprits.empty()) {
+      d_.headline = "HANG: no output from " + Plural(v_.running) + "; no rank stands out";
+    } else {
+      int64_t quiet = -1;
+      for (int c : v_.culprits) {
+        const RankFacts& r = f_[c];
+        if (r.last_activity_ms > 0 && r.ref_ms > 0) {
+          quiet = std::max(quiet, r.ref_ms - r.last_activity_ms);
+        }
+      }
+      d_.headline = "HANG: " + Plural(v_.culprits) + what;
+      if (quiet >= 0) d_.headline += " (no output for " + FormatDurationMs(quiet) + ")";
+    }
+    d_.headline += "; no flight recorder (program not linked with libdlaunch): see " +
+                   rundir::FileName(RankFiles(0).stacks());
+  }
+
+  RankDiagnosis RankLine(const RankFacts& v, bool culprit) const {
+    const RankPlace& place = v_.places[v.rank];
+    RankDiagnosis rd;
+    rd.rank = v.rank;
+    rd.culprit = culprit;
+    rd.state = place.state;
+    rd.stopped = place.stopped;
+    rd.last_completed_seq = v.last_completed;
+    rd.last_started_seq = v.last_started;
+    rd.phase = v.phase;
+    rd.phase_for_ms =
+        (v.phase_since_ms > 0 && v.ref_ms >= v.phase_since_ms) ? v.ref_ms - v.phase_since_ms : -1;
+    rd.step = v.step;
+    rd.rss_bytes = v.rss;
+    rd.device_allocated_bytes = v.device_allocated;
+    rd.device_reserved_bytes = v.device_reserved;
+    rd.exit_code = v.exited ? v.exit_code : -1;
+    rd.signal = v.signal;
+    rd.process_state = v.process_state;
+    rd.stack_top = v.stack.top;
+    rd.nccl_warnings = v.nccl_warnings;
+    rd.waiting_ms = place.waiting_ms;
+    const int64_t seq = d_.seq;
+
+    std::string ending;
+    if (v.failed()) {
+      ending = DescribeFailure(v.failure);
+    } else if (v.exited) {
+      ending = v.signal ? "killed by " + SignalName(v.signal)
+                        : "exited with code " + std::to_string(v.exit_code);
+      if (v.watchdog_exit && !v.signal) ending += " (its collective watchdog fired)";
+      if (v.torn_down) ending += " (torn down by the launcher)";
+    }
+    std::ostringstream line;
+    line << "rank " << v.rank << (culprit ? " [culprit]" : "") << ": ";
+    if (place.state == RankState::kWaiting) {
+      line << "waiting in #" << seq;
+      if (rd.waiting_ms >= 0) line << " for " << FormatDurationMs(rd.waiting_ms);
+    } else if (place.state == RankState::kNeverEntered) {
+      line << "never entered #" << seq;
+    } else if (place.state == RankState::kCompleted) {
+      line << "completed #" << seq;
+    } else if (v_.stale.count(v.rank)) {
+      line << "not responding (below: its last heartbeat)";
+    } else if (!ending.empty()) {
+      line << ending;
+      ending.clear();
+    } else if (!v.has_progress) {
+      line << (v.dir_present || v.live ? "no flight recorder or heartbeat"
+                                       : "no data (rank folder missing)");
+    } else {
+      line << rd.StateText();
+    }
+    if (!ending.empty()) line << "; then " << ending;
+    if (v.has_progress) {
+      line << "; last completed #" << v.last_completed;
+      if (v.last_started > v.last_completed) line << ", last started #" << v.last_started;
+    }
+    if (!v.phase.empty()) line << "; " << PhaseFor(v);
+    if (v.step >= 0) line << "; step " << v.step;
+    if (v.rss >= 0) line << "; rss " << FormatBytes(v.rss);
+    if (v.device_allocated >= 0) line << "; device " << FormatBytes(v.device_allocated);
+    if (v.unresponsive()) {
+      line << "; " << UnresponsiveWhy(v);
+    } else if (!v.process_state.empty()) {
+      line << "; process " << v.process_state;
+    }
+    if (!v.has_progress && v.last_activity_ms > 0 && v.ref_ms > 0 && !v.exited) {
+      line << "; last output " << FormatDurationMs(v.ref_ms - v.last_activity_ms) << " ago";
+    }
+    if (!rd.stack_top.empty()) line << "; stack: " << rd.stack_top;
+    rd.line = line.str();
+    return rd;
+  }
+
+  const std::vector<RankFacts>& f_;
+  const Verdict& v_;
+  const RenderContext& ctx_;
+  Diagnosis d_;
+};
+
+}  // namespace
+
+std::string MemoryTrend(int rank, const std::vector<TelemetrySample>& telemetry) {
+  std::vector<const TelemetrySample*> device, host;
+  for (const TelemetrySample& s : telemetry) {
+    if (s.device_allocated_bytes >= 0) device.push_back(&s);
+    if (s.rss_bytes >= 0) host.push_back(&s);
+  }
+  const bool use_device = device.size() >= 2;
+  const auto& samples = use_device ? device : host;
+  if (samples.size() < 2) return "";
+  size_t first = samples.size() > 20 ? samples.size() - 20 : 0;
+  const TelemetrySample& a = *samples[first];
+  const TelemetrySample& b = *samples.back();
+  int64_t va = use_device ? a.device_allocated_bytes : a.rss_bytes;
+  int64_t vb = use_device ? b.device_allocated_bytes : b.rss_bytes;
+  std::string out = "memory trend of rank " + std::to_string(rank) + ": " +
+                    (use_device ? "device allocated " : "host RSS ") + FormatBytes(va) + " -> " +
+                    FormatBytes(vb);
+  int64_t steps = (a.step >= 0 && b.step > a.step) ? b.step - a.step : 0;
+  if (steps > 0) {
+    out += " over " + std::to_string(steps) + " steps (" + (vb >= va ? "+" : "-") +
+           FormatBytes(std::abs(vb - va) / steps) + "/step)";
+  } else {
+    out += " over " + FormatDurationMs(b.unix_ms - a.unix_ms);
+  }
+  if (use_device && b.device_total_bytes > 0) {
+    out += "; device total " + FormatBytes(b.device_total_bytes);
+    if (b.device_free_bytes >= 0) out += ", free " + FormatBytes(b.device_free_bytes);
+    if (b.device_reserved_bytes >= 0) out += ", reserved " + FormatBytes(b.device_reserved_bytes);
+  }
+  if (vb > va && steps > 0) out += ": memory grew every step (a leak, or activations kept alive?)";
+  return out;
+}
+
+Diagnosis Render(const std::vector<RankFacts>& facts, const Verdict& verdict,
+                 const RenderContext& context) {
+  return Renderer(facts, verdict, context).Run();
+}
+
+}  // namespace dlaunch::launcher

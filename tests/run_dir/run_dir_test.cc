@@ -1,0 +1,380 @@
+// One round trip per file of the run directory: what a writer writes, its reader reads back.
+#include "core/run_dir/run_dir.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/run_dir/temp_dir.h"
+
+namespace dlaunch::rundir {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(PathsTest, EveryFileHasOnePath) {
+  RunDir run("/logs/run");
+  EXPECT_EQ(run.summary(), "/logs/run/summary.json");
+  EXPECT_EQ(run.node_summary(2), "/logs/run/summary.node2.json");
+  EXPECT_EQ(run.preflight(), "/logs/run/preflight.json");
+  EXPECT_EQ(run.diagnosis_text(), "/logs/run/diagnosis.txt");
+  EXPECT_EQ(run.diagnosis_json(), "/logs/run/diagnosis.json");
+  EXPECT_EQ(run.trace(), "/logs/run/trace.json");
+  RankDir rank = run.rank(3);
+  EXPECT_EQ(rank.path(), "/logs/run/rank3");
+  EXPECT_EQ(rank.stdout_log(), "/logs/run/rank3/stdout.log");
+  EXPECT_EQ(rank.stderr_log(), "/logs/run/rank3/stderr.log");
+  EXPECT_EQ(rank.events(), "/logs/run/rank3/events.jsonl");
+  EXPECT_EQ(rank.flight(), "/logs/run/rank3/flight.json");
+  EXPECT_EQ(rank.hang_test_flight(), "/logs/run/rank3/flight-hang-test.json");
+  EXPECT_EQ(rank.error(), "/logs/run/rank3/error.json");
+  EXPECT_EQ(rank.stacks(), "/logs/run/rank3/stacks.txt");
+  EXPECT_EQ(rank.nccl_log(), "/logs/run/rank3/nccl.log");
+  EXPECT_EQ(rank.torch_error(), "/logs/run/rank3/torch_error.json");
+  EXPECT_EQ(RankFileLabel(3, rank.flight()), "rank3/flight.json");
+  EXPECT_EQ(RunDir::ParseRankDirName("rank12"), 12);
+  EXPECT_EQ(RunDir::ParseRankDirName("rank"), std::nullopt);
+  EXPECT_EQ(RunDir::ParseRankDirName("rank-1"), std::nullopt);
+  EXPECT_EQ(RunDir::ParseRankDirName("rank100000000"), std::nullopt);
+  EXPECT_EQ(RunDir::ParseRankDirName("rank2147483647"), std::nullopt);
+  EXPECT_TRUE(RankDir::IsNcclLog("nccl.log"));
+  EXPECT_TRUE(RankDir::IsNcclLog("nccl.host.123.log"));
+  EXPECT_FALSE(RankDir::IsNcclLog("stderr.log"));
+}
+
+TEST(SchemaTest, OldFilesAreVersionOneOtherFilesAreRefused) {
+  std::string problem;
+  EXPECT_EQ(CheckSchema(json::object(), "flight", &problem), SchemaMatch::kSame);
+  EXPECT_EQ(CheckSchema({{"schema", "dlaunch.flight/1"}}, "flight", &problem), SchemaMatch::kSame);
+  EXPECT_EQ(CheckSchema({{"schema", "dlaunch.flight/2"}}, "flight", &problem), SchemaMatch::kNewer);
+  EXPECT_THAT(problem, HasSubstr("newer"));
+  EXPECT_EQ(CheckSchema({{"schema", "dlaunch.summary/1"}}, "flight", &problem),
+            SchemaMatch::kOther);
+  EXPECT_EQ(CheckSchema({{"schema", 7}}, "flight", &problem), SchemaMatch::kOther);
+  EXPECT_EQ(CheckSchema({{"schema", "dlaunch.flight/x"}}, "flight", &problem), SchemaMatch::kOther);
+  EXPECT_EQ(SchemaId("events"), "dlaunch.events/1");
+}
+
+TEST(FlightFileTest, RoundTrip) {
+  TempDir dir;
+  FlightDump dump;
+  dump.rank = 2;
+  dump.world_size = 4;
+  dump.backend = "gloo";
+  dump.reason = "request";
+  dump.dumped_unix_ms = 1764450312500;
+  dump.capacity = 2000;
+  for (int64_t seq = 0; seq < 3; ++seq) {
+    FlightEntry& e = dump.entries.emplace_back();
+    e.seq = seq;
+    e.collective_seq = seq == 1 ? -1 : seq - (seq > 1);
+    e.op = seq == 1 ? "send" : "allreduce";
+    e.dtype = "float";
+    e.count = 1 << 20;
+    e.bytes = 4 << 20;
+    e.peer = seq == 1 ? 3 : -1;
+    e.state = seq < 2 ? OpState::kCompleted : OpState::kStarted;
+    e.scheduled_unix_ns = 1764450000000000000 + seq;
+    e.started_unix_ns = e.scheduled_unix_ns + 10;
+    e.completed_unix_ns = seq < 2 ? e.started_unix_ns + 50 : 0;
+    e.duration_us = seq < 2 ? 1 : 0;
+  }
+  dump.entries[0].error = "";
+  const std::string path = RankDir(dir.path()).flight();
+  WriteFlight(path, dump);
+  EXPECT_THAT(Slurp(path), HasSubstr("\"schema\":\"dlaunch.flight/1\""));
+  FlightDump back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadFlight(path, "rank2/flight.json", &back, &problems), FileState::kOk);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(FlightToJson(back), FlightToJson(dump));
+  EXPECT_EQ(back.LastCompletedSeq(), 1);
+  EXPECT_EQ(back.LastStartedSeq(), 2);
+  ASSERT_NE(back.Find(1), nullptr);
+  EXPECT_EQ(back.Find(1)->peer, 3);
+  EXPECT_EQ(back.Find(7), nullptr);
+  EXPECT_TRUE(IsPointToPoint("recv"));
+  EXPECT_EQ(ParseOpState("bogus"), OpState::kScheduled);
+}
+
+TEST(FlightFileTest, BrokenFilesAreProblemsNotErrors) {
+  TempDir dir;
+  const std::string path = dir.path() + "/flight.json";
+  std::vector<std::string> problems;
+  FlightDump back;
+  EXPECT_EQ(ReadFlight(path, "rank0/flight.json", &back, &problems), FileState::kAbsent);
+  EXPECT_TRUE(problems.empty());
+  std::ofstream(path) << R"({"rank": 0, "entries": [{"seq": 1, "st)";
+  EXPECT_EQ(ReadFlight(path, "rank0/flight.json", &back, &problems), FileState::kInvalid);
+  std::ofstream(path) << R"({"rank": 0})";
+  EXPECT_EQ(ReadFlight(path, "rank0/flight.json", &back, &problems), FileState::kInvalid);
+  std::ofstream(path) << R"({"schema": "dlaunch.summary/1", "entries": []})";
+  EXPECT_EQ(ReadFlight(path, "rank0/flight.json", &back, &problems), FileState::kInvalid);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_THAT(problems[0], HasSubstr("rank0/flight.json is not valid JSON"));
+  EXPECT_THAT(problems[1], HasSubstr("rank0/flight.json has no entries array"));
+  EXPECT_THAT(problems[2], HasSubstr("not dlaunch.flight/1"));
+}
+
+TEST(EventsFileTest, RoundTripThroughTheAppendOnlyLog) {
+  TempDir dir;
+  const std::string path = RankDir(dir.path()).events();
+  {
+    EventLog log(path);
+    log.Append(100, 1, "telemetry",
+               {{"step", 4}, {"phase", "forward"}, {"rss_bytes", 800}, {"device_total_bytes", 9}});
+    log.Append(200, 1, "timeout", {{"seq", 5}, {"missing_ranks", {2}}, {"message", "late"}});
+    log.Append(1, "checkpoint", {{"step", 4}});
+  }
+  EXPECT_THAT(Slurp(path), HasSubstr("\"schema\":\"dlaunch.events/1\""));
+  EventsFile back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadEvents(path, "rank1/events.jsonl", &back, &problems), FileState::kOk);
+  EXPECT_TRUE(problems.empty());
+  ASSERT_EQ(back.telemetry.size(), 1u);
+  EXPECT_EQ(back.telemetry[0].unix_ms, 100);
+  EXPECT_EQ(back.telemetry[0].step, 4);
+  EXPECT_EQ(back.telemetry[0].phase, "forward");
+  EXPECT_EQ(back.telemetry[0].rss_bytes, 800);
+  EXPECT_EQ(back.telemetry[0].device_total_bytes, 9);
+  EXPECT_EQ(back.telemetry[0].device_free_bytes, -1);
+  ASSERT_EQ(back.events.size(), 2u);
+  EXPECT_EQ(back.events[0].type(), EventKind::kTimeout);
+  EXPECT_EQ(back.events[0].rank, 1);
+  EXPECT_EQ(back.events[0].body["missing_ranks"], json::array({2}));
+  EXPECT_EQ(back.events[1].type(), EventKind::kOther);
+  EXPECT_EQ(back.events[1].kind, "checkpoint");
+  EXPECT_GT(back.events[1].unix_ms, 1700000000000);
+}
+
+TEST(EventsFileTest, OldLinesAndGarbage) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  std::ofstream(path) << R"({"unix_ms": 5, "rank": 0, "kind": "oom", "message": "m"})"
+                      << "\n"
+                      << "\x01garbage\n\n"
+                      << R"({"schema": "dlaunch.events/9", "unix_ms": 6, "kind": "error"})"
+                      << "\n";
+  EventsFile back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadEvents(path, "rank0/events.jsonl", &back, &problems), FileState::kOk);
+  ASSERT_EQ(back.events.size(), 2u);
+  EXPECT_EQ(back.events[0].type(), EventKind::kOom);
+  EXPECT_EQ(back.events[1].type(), EventKind::kError);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_THAT(problems[0], HasSubstr("newer"));
+  EXPECT_THAT(problems[1], HasSubstr("rank0/events.jsonl: 1 unreadable line"));
+}
+
+TEST(ErrorFileTest, RoundTrip) {
+  TempDir dir;
+  const std::string path = RankDir(dir.path()).error();
+  ErrorReport report{1,
+                     "oom",
+                     "out of memory in forward",
+                     1764450001800,
+                     {{"tried_to_allocate_bytes", 1 << 30}, {"advice", {"lower --batch-size"}}}};
+  WriteError(path, report);
+  ErrorReport back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadError(path, "rank1/error.json", &back, &problems), FileState::kOk);
+  EXPECT_EQ(back.rank, 1);
+  EXPECT_EQ(back.kind, "oom");
+  EXPECT_EQ(back.message, "out of memory in forward");
+  EXPECT_EQ(back.unix_ms, 1764450001800);
+  EXPECT_EQ(back.fields["tried_to_allocate_bytes"], 1 << 30);
+  EXPECT_EQ(back.fields["schema"], "dlaunch.error/1");
+  WriteError(path, back);  // the fields it read back write the same file again
+  ErrorReport again;
+  ASSERT_EQ(ReadError(path, "rank1/error.json", &again, &problems), FileState::kOk);
+  EXPECT_EQ(again.fields, back.fields);
+}
+
+TEST(SummaryFileTest, RoundTrip) {
+  TempDir dir;
+  Summary s;
+  s.run_id = "r1";
+  s.host = "node0";
+  s.exit_code = 1;
+  s.restarts = 2;
+  s.updated_unix_ms = 77;
+  s.error = "rank 1 failed";
+  SummaryRank local;
+  local.rank = 0;
+  local.local_rank = 0;
+  local.host = "node0";
+  local.pid = 100;
+  local.status = RankStatus::kKilled;
+  local.start_unix_ms = 10;
+  local.end_unix_ms = 20;
+  local.restarts = 2;
+  local.exit_code = -15;
+  local.signal = 15;
+  SummaryRank remote;
+  remote.rank = 1;
+  remote.node_rank = 1;
+  remote.host = "node1";
+  remote.pid = 200;
+  remote.status = RankStatus::kLost;
+  s.ranks = {local, remote};
+  s.nodes = {{0, "node0", RankStatus::kFailed, 1, ""}, {1, "node1", RankStatus::kLost, {}, "gone"}};
+  const std::string path = RunDir(dir.path()).summary();
+  WriteSummary(path, s);
+  const json written = json::parse(Slurp(path));
+  EXPECT_EQ(written["ranks"][0]["signal"], "SIGTERM");
+  EXPECT_FALSE(written["ranks"][1].contains("exit_code"));
+  Summary back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadSummary(path, "summary.json", &back, &problems), FileState::kOk);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(SummaryToJson(back), SummaryToJson(s));
+  EXPECT_EQ(back.ranks[0].signal, 15);
+  EXPECT_EQ(back.ranks[1].node_rank, 1);
+  EXPECT_EQ(back.ranks[1].local_rank, std::nullopt);
+  EXPECT_EQ(back.nodes[1].error, "gone");
+
+  s.exit_code.reset();  // while running: null
+  WriteSummary(path, s);
+  ASSERT_EQ(ReadSummary(path, "summary.json", &back, &problems), FileState::kOk);
+  EXPECT_EQ(back.exit_code, std::nullopt);
+}
+
+TEST(ReportFilesTest, PreflightAndTraceRoundTrip) {
+  TempDir dir;
+  const RunDir run(dir.path());
+  WritePreflight(run.preflight(), {{"verdict", "FAIL"},
+                                   {"reasons", {"rank 1: slow"}},
+                                   {"world_size", 2},
+                                   {"backend", "gloo"},
+                                   {"unix_ms", 5},
+                                   {"bandwidth", json::array()}});
+  PreflightReport report;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadPreflight(run.preflight(), "preflight.json", &report, &problems), FileState::kOk);
+  EXPECT_EQ(report.verdict, "FAIL");
+  EXPECT_THAT(report.reasons, ElementsAre("rank 1: slow"));
+  EXPECT_EQ(report.world_size, 2);
+  EXPECT_EQ(report.backend, "gloo");
+  EXPECT_EQ(report.unix_ms, 5);
+  EXPECT_EQ(report.document["schema"], "dlaunch.preflight/1");
+  EXPECT_TRUE(report.document["bandwidth"].is_array());
+
+  json trace = {{"traceEvents", json::array({{{"ph", "i"}, {"name", "x"}}})},
+                {"displayTimeUnit", "ms"}};
+  WriteTrace(run.trace(), trace);
+  json back;
+  ASSERT_EQ(ReadTrace(run.trace(), "trace.json", &back, &problems), FileState::kOk);
+  EXPECT_EQ(back["schema"], "dlaunch.trace/1");
+  back.erase("schema");
+  EXPECT_EQ(back, trace);
+  EXPECT_TRUE(problems.empty());
+}
+
+TEST(DiagnosisFileTest, RoundTrip) {
+  TempDir dir;
+  Diagnosis d;
+  d.kind = DiagnosisKind::kMismatch;
+  d.hang_kind = HangKind::kNone;
+  d.mismatch = MismatchKind::kDtype;
+  d.headline = "MISMATCH at collective #5";
+  d.trigger = "t";
+  d.culprit_ranks = {2};
+  d.seq = 5;
+  d.op = "allreduce";
+  d.dtype = "float";
+  d.count = 10;
+  d.bytes = 40;
+  d.entered_ranks = {0, 1, 2};
+  d.missing_ranks = {3};
+  d.details = {"  #5 rank 2: allreduce double"};
+  d.problems = {"rank3/ missing"};
+  d.run_dir = dir.path();
+  d.created_unix_ms = 9;
+  RankDiagnosis r;
+  r.rank = 2;
+  r.culprit = true;
+  r.state = RankState::kWaiting;
+  r.stopped = true;
+  r.waiting_ms = 310000;
+  r.exit_code = -15;
+  r.signal = 15;
+  r.nccl_warnings = {"WARN x"};
+  r.line = "rank 2 [culprit]: waiting in #5";
+  d.ranks = {r};
+  EXPECT_EQ(r.StateText(), "waiting,stopped");
+  const RunDir run(dir.path());
+  WriteDiagnosis(run, d, "text\n");
+  EXPECT_EQ(Slurp(run.diagnosis_text()), "text\n");
+  Diagnosis back;
+  std::vector<std::string> problems;
+  ASSERT_EQ(ReadDiagnosis(run.diagnosis_json(), "diagnosis.json", &back, &problems),
+            FileState::kOk);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(DiagnosisToJson(back), DiagnosisToJson(d));
+  EXPECT_EQ(back.ranks[0].state, RankState::kWaiting);
+  EXPECT_TRUE(back.ranks[0].stopped);
+  EXPECT_EQ(DiagnosisToJson(d)["mismatch_type"], "COLLECTIVE_DTYPE_MISMATCH");
+  for (RankState s : {RankState::kUnknown, RankState::kRunning, RankState::kWaiting,
+                      RankState::kNeverEntered, RankState::kCompleted, RankState::kExited,
+                      RankState::kFailed, RankState::kStopped, RankState::kUnresponsive}) {
+    EXPECT_EQ(ParseRankState(RankStateName(s)), s);
+  }
+  for (HangKind k : {HangKind::kNone, HangKind::kInCollective, HangKind::kBetweenCollectives,
+                     HangKind::kBeforeFirst, HangKind::kNoFlightRecorder}) {
+    EXPECT_EQ(ParseHangKind(HangKindName(k)), k);
+  }
+}
+
+TEST(RankLogsTest, StacksTailsAndNcclWarnings) {
+  TempDir dir;
+  const RankDir rank(dir.path());
+  WriteStacks(rank.stacks(), "Thread 1 (LWP 5):\n#0 0x1 in poll ()\n");
+  EXPECT_EQ(ReadStacks(rank.stacks()), "Thread 1 (LWP 5):\n#0 0x1 in poll ()\n");
+  EXPECT_EQ(ReadStacks(rank.path() + "/none"), "");
+  std::ofstream(rank.stderr_log()) << "a\n\nb\nc\n";
+  EXPECT_THAT(ReadLogTail(rank.stderr_log(), 2), ElementsAre("b", "c"));
+  EXPECT_GT(LastOutputUnixMs(rank), 0);
+  std::ofstream(rank.nccl_log()) << "node0:1:1 [0] NCCL INFO ok\nnode0:1:1 [0] NCCL WARN bad\n";
+  EXPECT_THAT(ReadNcclWarnings(rank), ElementsAre("node0:1:1 [0] NCCL WARN bad"));
+}
+
+TEST(RunReaderTest, ReadsWhatTheWritersWrote) {
+  TempDir dir;
+  const RunDir run(dir.path());
+  for (int r = 0; r < 2; ++r) fs::create_directories(run.rank(r).path());
+  Summary s;
+  s.run_id = "r";
+  s.exit_code = 0;
+  for (int r = 0; r < 2; ++r) {
+    SummaryRank sr;
+    sr.rank = r;
+    sr.status = RankStatus::kOk;
+    sr.exit_code = 0;
+    s.ranks.push_back(sr);
+  }
+  WriteSummary(run.summary(), s);
+  FlightDump dump;
+  dump.rank = 1;
+  dump.world_size = 3;  // a third rank whose folder is gone
+  WriteFlight(run.rank(1).flight(), dump);
+  RunFiles files = ReadRunDir(dir.path());
+  EXPECT_EQ(files.world_size, 3);
+  ASSERT_TRUE(files.summary.has_value());
+  EXPECT_EQ(files.summary->run_id, "r");
+  EXPECT_EQ(files.ranks[1].flight_state, FileState::kOk);
+  EXPECT_EQ(files.ranks[0].flight_state, FileState::kAbsent);
+  EXPECT_FALSE(files.ranks[2].dir_present);
+  EXPECT_THAT(files.problems, ElementsAre("rank2/ missing"));
+}
+
+}  // namespace
+}  // namespace dlaunch::rundir
