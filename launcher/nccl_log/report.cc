@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/base/format.h"
+
 namespace dlaunch::launcher::nccl_log {
 
 namespace {
@@ -96,20 +98,7 @@ NcclReport Analyze(ParseResult parsed, const AnalyzeOptions& options) {
   return report;
 }
 
-std::string FormatRanks(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
+std::string FormatRanks(std::vector<int> ranks) { return base::FormatRankList(std::move(ranks)); }
 
 std::string RankLabel(const RankLog& r) {
   if (r.rank >= 0)
