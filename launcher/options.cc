@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
+#include "launcher/nccl_log/nccl_debug_default.h"
 
 namespace po = boost::program_options;
 
@@ -84,7 +86,7 @@ po::options_description Describe() {
     ("ranks-filter", po::value<std::string>(), "show only these ranks' output, e.g. 0,2-3 (alias --local-ranks-filter)")
     ("local-ranks-filter", po::value<std::string>(), "alias of --ranks-filter")
     ("local_ranks_filter", po::value<std::string>(), "alias of --ranks-filter")
-    ("nccl-debug", po::value<std::string>(), "NCCL_DEBUG level (VERSION, WARN, INFO, TRACE); each rank logs to rank<R>/nccl.log")
+    ("nccl-debug", po::value<std::string>(), "NCCL_DEBUG level (VERSION, WARN, INFO, TRACE) or off; each rank logs to rank<R>/nccl.log (train and preflight on NCCL: INFO unless NCCL_DEBUG is set)")
     ("nccl-socket-ifname", po::value<std::string>(), "NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for the ranks")
     ("env", po::value<std::vector<std::string>>()->composing(), "KEY=VAL for every rank; repeatable")
     ("no-python", po::bool_switch(), "run the program as is, even a .py file (alias --no_python)")
@@ -243,11 +245,11 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   }
   o.nccl_debug = First<std::string>(vm, {"nccl-debug"}).value_or("");
   if (!o.nccl_debug.empty()) {
-    static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT"};
+    static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT", "off"};
     if (std::none_of(std::begin(kLevels), std::end(kLevels),
                      [&](const char* l) { return o.nccl_debug == l; })) {
-      throw UsageError("--nccl-debug must be VERSION, WARN, INFO or TRACE (got '" + o.nccl_debug +
-                       "')");
+      throw UsageError("--nccl-debug must be VERSION, WARN, INFO, TRACE or off (got '" +
+                       o.nccl_debug + "')");
     }
   }
   o.nccl_socket_ifname = First<std::string>(vm, {"nccl-socket-ifname"}).value_or("");
@@ -285,6 +287,13 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   } else {
     o.program = rest;
   }
+  const char* env_debug = std::getenv("NCCL_DEBUG");
+  const bool user_nccl_debug = (env_debug && *env_debug) ||
+                               std::any_of(o.env.begin(), o.env.end(),
+                                           [](const auto& kv) { return kv.first == "NCCL_DEBUG"; });
+  o.nccl_debug = nccl_log::ResolveNcclDebug(
+      o.nccl_debug, o.command == Command::kTrain || o.command == Command::kPreflight, o.program,
+      user_nccl_debug);
   return o;
 }
 

@@ -99,6 +99,8 @@ struct Diagnosis {
   std::vector<RankDiagnosis> ranks;
   std::vector<std::string> details;   // root-cause block, memory trend, mismatch table, ...
   std::vector<std::string> problems;  // inputs that were missing or unreadable
+  // The NCCL log analysis' verdicts (launcher/nccl_log's VerdictToJson), an array.
+  nlohmann::json nccl_verdicts = nlohmann::json::array();
   std::string run_dir;
   int64_t created_unix_ms = 0;
 };

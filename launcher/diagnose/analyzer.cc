@@ -4,6 +4,7 @@
 #include "core/run_dir/paths.h"
 #include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/inference.h"
+#include "launcher/diagnose/nccl_findings.h"
 #include "launcher/diagnose/render_text.h"
 #include "launcher/diagnose/trace_writer.h"
 
@@ -41,6 +42,7 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
     return d;
   }
   Diagnosis d = Analyze(run);
+  AttachNcclVerdicts(run_dir, &d);
   WriteReportFiles(run, &d, run_dir);
   return d;
 }

@@ -8,20 +8,28 @@
 #include "core/run_dir/paths.h"
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/diagnosis_writer.h"
+#include "launcher/diagnose/nccl_findings.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/diagnose/trace_writer.h"
+#include "launcher/nccl_log/parser.h"
+#include "launcher/nccl_log/report.h"
 
 namespace dlaunch::launcher {
 
 namespace po = boost::program_options;
 
 int RunDiagnoseCommand(const std::vector<std::string>& args) {
-  po::options_description visible("Usage: dlaunch diagnose <run-dir> [--json] [--trace]");
+  po::options_description visible(
+      "Usage: dlaunch diagnose <run-dir> [--json] [--trace]\n"
+      "       dlaunch diagnose --nccl-log FILE... [--json]");
   visible.add_options()("help,h", "show this help")(
       "json", "print the diagnosis as JSON (the diagnosis.json format)")(
       "trace", "also write <run-dir>/trace.json (Chrome trace events; open in Perfetto)")(
       "world-size", po::value<int>()->default_value(0),
-      "number of ranks, when rank folders may be missing (default: derived)");
+      "number of ranks, when rank folders may be missing (default: derived)")(
+      "nccl-log", po::value<std::vector<std::string>>()->multitoken(),
+      "analyze NCCL_DEBUG=INFO logs instead of a run directory: per-rank files or one file of "
+      "interleaved ranks, from any launcher (mpirun, srun, torchrun)");
   po::options_description all;
   all.add(visible).add_options()("run-dir", po::value<std::string>());
   po::positional_options_description positional;
@@ -38,6 +46,20 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
     std::cout << visible;
     return 0;
   }
+  if (vm.count("nccl-log")) {
+    nccl_log::NcclReport report =
+        nccl_log::Analyze(nccl_log::ParseFiles(vm["nccl-log"].as<std::vector<std::string>>()));
+    if (report.parsed.ranks.empty() && !report.parsed.problems.empty()) {
+      std::cerr << "dlaunch diagnose: " << report.parsed.problems.front() << "\n";
+      return 2;
+    }
+    if (vm.count("json")) {
+      std::cout << nccl_log::ReportToJson(report).dump(2) << "\n";
+    } else {
+      std::cout << nccl_log::FormatReport(report);
+    }
+    return 0;
+  }
   if (!vm.count("run-dir")) {
     std::cerr << "dlaunch diagnose: missing <run-dir> (e.g. dlaunch-logs/<run-id>)\n" << visible;
     return 2;
@@ -46,6 +68,7 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
   try {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);
+    AttachNcclVerdicts(run_dir, &diagnosis);
     if (vm.count("trace")) {
       const std::string path = rundir::RunDir(run_dir).trace();
       try {

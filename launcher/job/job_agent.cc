@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "launcher/builtins.h"
+#include "launcher/nccl_log/parser.h"
+#include "launcher/nccl_log/report.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -83,6 +85,12 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     std::cerr << "dlaunch: restarting all ranks (restart " << attempt + 1 << " of "
               << o.max_restarts << ")" << std::endl;
     role_->Reset();
+  }
+  if (o.command == Command::kPreflight && plan_.hosts_coordinator()) {
+    // Beside preflight's bandwidth tables: which transport each rank pair used, from nccl.log.
+    std::cout << nccl_log::FormatPreflightSection(
+                     nccl_log::Analyze(nccl_log::ParseRankDirs(plan_.run_dir())))
+              << std::flush;
   }
   role_->Close(report);
   return report.exit_code;

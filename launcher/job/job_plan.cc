@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "launcher/nccl_log/nccl_debug_default.h"
+
 namespace dlaunch::launcher {
 
 namespace fs = std::filesystem;
@@ -63,6 +65,9 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
   if (o.nproc > 1 && !inherited("OMP_NUM_THREADS")) v["OMP_NUM_THREADS"] = "1";
   if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) v["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
   if (!o.nccl_debug.empty()) v["NCCL_DEBUG"] = o.nccl_debug;
+  if (o.nccl_debug == "INFO" && !inherited("NCCL_DEBUG_SUBSYS")) {
+    v["NCCL_DEBUG_SUBSYS"] = nccl_log::kNcclDebugSubsys;  // what the NCCL analysis reads
+  }
   if (!o.nccl_socket_ifname.empty()) {
     v["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     v["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;

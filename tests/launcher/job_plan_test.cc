@@ -80,6 +80,19 @@ TEST(JobPlanTest, InheritedVariablesStayUnlessTheJobSetsThem) {
             0u);
 }
 
+TEST(JobPlanTest, NcclInfoLogsTheSubsystemsTheAnalysisReads) {
+  LaunchOptions o = Options(1);
+  o.nccl_debug = "INFO";
+  auto v = Plan(o).JobVariables(Plan(o).ranks()[0], 0);
+  EXPECT_EQ(v["NCCL_DEBUG"], "INFO");
+  EXPECT_EQ(v["NCCL_DEBUG_SUBSYS"], "INIT,BOOTSTRAP,ENV,NET,GRAPH");
+  // The user's own subsystems win; other levels leave NCCL's default.
+  JobPlan inherited = Plan(o, NodeRoleKind::kSingleNode, {{"NCCL_DEBUG_SUBSYS", "COLL"}});
+  EXPECT_EQ(inherited.JobVariables(inherited.ranks()[0], 0).count("NCCL_DEBUG_SUBSYS"), 0u);
+  o.nccl_debug = "WARN";
+  EXPECT_EQ(Plan(o).JobVariables(Plan(o).ranks()[0], 0).count("NCCL_DEBUG_SUBSYS"), 0u);
+}
+
 TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
   LaunchOptions o = Options(1);
   o.max_restarts = 2;

@@ -1,0 +1,45 @@
+// A 100 MB interleaved log of 512 ranks is read line by line in bounded memory: the peak RSS
+// grows by far less than the file's size, and every rank comes out complete.
+#include "tests/nccl_log/large_log.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+
+#include "launcher/nccl_log/parser.h"
+#include "launcher/nccl_log/report.h"
+
+namespace dlaunch::launcher::nccl_log {
+namespace {
+
+int64_t PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+TEST(LargeLogTest, HundredMegabytesInBoundedMemory) {
+  const std::string path = ::testing::TempDir() + "/nccl-large.log";
+  const int64_t written = testing::WriteLargeNcclLog(path, 100 << 20);
+  ASSERT_GE(written, 100 << 20);
+  const int64_t before = PeakRssBytes();
+  ParseResult p = ParseFiles({path});
+  const int64_t grown = PeakRssBytes() - before;
+  std::remove(path.c_str());
+  EXPECT_EQ(p.bytes, written);
+  EXPECT_TRUE(p.problems.empty());
+  ASSERT_EQ(p.ranks.size(),
+            static_cast<size_t>(testing::kLargeLogNodes * testing::kLargeLogGpusPerNode));
+  EXPECT_LT(grown, 48 << 20) << "peak RSS grew by " << (grown >> 20) << " MiB";
+  for (const RankLog& r : p.ranks) {
+    ASSERT_EQ(r.step, InitStep::kComplete) << r.rank;
+    ASSERT_GT(r.comms.size(), 10u);
+  }
+  NcclReport report = Analyze(std::move(p));
+  EXPECT_TRUE(report.verdicts.empty()) << FormatReport(report);
+  EXPECT_EQ(report.transports.cells[7][8], "IB/GDR");
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher::nccl_log
