@@ -172,6 +172,11 @@ run() {
     if [[ -f "$run/preflight.json" ]]; then
       check_busbw "$run/preflight.json" 2>&1 | tee "$OUT_DIR/busbw-check-$world.txt" || failed=1
       cp "$run/rank0/stdout.log" "$OUT_DIR/nccl_preflight_${world}ranks.txt"
+      # The real NCCL INFO log of every rank (preflight turns it on by default), kept as a
+      # fixture for tests/nccl_log, with what `dlaunch diagnose --nccl-log` makes of it.
+      cat "$run"/rank*/nccl.log > "$OUT_DIR/nccl_info_${world}ranks.log" 2>/dev/null || true
+      "$bin/dlaunch" diagnose --nccl-log "$run"/rank*/nccl.log \
+        > "$OUT_DIR/nccl_log_analysis_${world}ranks.txt" 2>&1 || failed=1
     else
       log "no preflight.json from --nproc $world"
       failed=1
@@ -179,6 +184,7 @@ run() {
     [[ "$gpus" -ge 2 ]] || break
   done
   log "fixtures for tests/preflight/fixtures/gpu/: $OUT_DIR/nccl_preflight_*ranks.txt"
+  log "fixtures for tests/nccl_log/fixtures/: $OUT_DIR/nccl_info_*ranks.log"
 
   # 3. The watchdog/abort path across ranks: one rank skips a collective and the others must
   #    name it within the timeout + 1 s. Needs one GPU per rank.
