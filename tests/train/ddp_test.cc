@@ -1,6 +1,6 @@
 // DistributedDataParallel over real Gloo, ranks as threads: N ranks with batch b must end where one
 // rank with batch N*b ends, whatever the bucket size, with or without gradient accumulation.
-#include "worker/train/ddp.h"
+#include "ddp/ddp.h"
 
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
@@ -17,7 +17,7 @@
 #include "core/store.h"
 #include "tests/train/train_test_util.h"
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 namespace {
 
 constexpr int64_t kFeatures = 12, kClasses = 5, kHidden = 24;
@@ -233,4 +233,4 @@ TEST_F(DdpTest, BucketsStartDuringBackward) {
 }
 
 }  // namespace
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

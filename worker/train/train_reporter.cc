@@ -42,20 +42,23 @@ nlohmann::json TelemetryJson(const TelemetrySample& s) {
 
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device) {
   std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-6s %14s %11s %12s %12s\n", "rank",
-                device == "cuda" ? "peak gpu mem" : "peak rss", "comm share", "samples/s",
-                "step ms p50");
+  char line[200];
+  const bool cuda = device == "cuda";
+  std::snprintf(line, sizeof line, "%-6s %12s %12s %12s %11s %12s %12s\n", "rank",
+                cuda ? "allocated" : "rss", "reserved", cuda ? "peak" : "peak rss", "comm share",
+                "samples/s", "step ms p50");
   out << line;
   double total = 0;
   for (const RankSummary& r : ranks) {
-    std::snprintf(line, sizeof line, "%-6d %14s %10.1f%% %12.1f %12.2f\n", r.rank,
-                  Bytes(r.peak_memory_bytes).c_str(), 100.0 * r.comm_share, r.samples_per_sec,
+    std::snprintf(line, sizeof line, "%-6d %12s %12s %12s %10.1f%% %12.1f %12.2f\n", r.rank,
+                  Bytes(r.allocated_bytes).c_str(), Bytes(r.reserved_bytes).c_str(),
+                  Bytes(r.peak_bytes).c_str(), 100.0 * r.comm_share, r.samples_per_sec,
                   r.step_ms_median);
     out << line;
     total += r.samples_per_sec;
   }
-  std::snprintf(line, sizeof line, "%-6s %14s %11s %12.1f\n", "all", "", "", total);
+  std::snprintf(line, sizeof line, "%-6s %12s %12s %12s %11s %12.1f\n", "all", "", "", "", "",
+                total);
   out << line;
   return out.str();
 }

@@ -47,13 +47,17 @@ nlohmann::json TelemetryJson(const TelemetrySample& s);
 // Per-rank totals gathered at the end for rank 0's table.
 struct RankSummary {
   int rank = 0;
-  double peak_memory_bytes = 0;  // device peak on CUDA, peak RSS on CPU
+  // CUDA: the caching allocator's allocated / reserved / peak bytes; CPU: resident memory at the
+  // end, -1 (no reserve), peak resident memory.
+  double allocated_bytes = -1;
+  double reserved_bytes = -1;
+  double peak_bytes = -1;
   double comm_share = 0;         // communication wait / step time
   double samples_per_sec = 0;
   double step_ms_median = 0;
 };
 
-// "rank  peak memory  comm share  samples/s  step ms" table, one row per rank, plus a total line.
+// "rank  allocated  reserved  peak  comm share  samples/s  step ms p50" table, one row per rank, plus a total line.
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device);
 
 // "step 120/500  loss 0.4321  4210 samples/s  slowest rank 2 (31.2 ms/step)"
