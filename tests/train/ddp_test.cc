@@ -61,7 +61,7 @@ std::vector<torch::Tensor> Train(int world, int64_t b, int64_t accum, int64_t st
   std::vector<std::vector<torch::Tensor>> result(world);
   std::vector<std::string> errors(world);
   if (stats) stats->assign(world, {});
-  testing::RunRanks(world, [&](int rank) {
+  worker::testing::RunRanks(world, [&](int rank) {
     try {
       auto model = NewModel();
       if (rank != 0) {
@@ -210,7 +210,7 @@ TEST_F(DdpTest, BucketsStartDuringBackward) {
   auto store = core::MakeMemoryStore();
   std::vector<int> seen_before_first_layer(2, -1);
   std::vector<int> total(2, -1);
-  testing::RunRanks(2, [&](int rank) {
+  worker::testing::RunRanks(2, [&](int rank) {
     auto model = NewModel();
     auto comm = std::make_shared<CountingCommunicator>(MakeComm(rank, 2, store));
     DdpOptions o;

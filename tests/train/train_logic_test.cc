@@ -185,6 +185,8 @@ TEST(TelemetryFormatTest, JsonAndTable) {
   }
   EXPECT_NE(table.find("1900.0"), std::string::npos) << table;
   EXPECT_NE(FormatProgressLine(3, 10, 0.5, 100, 2, 12.5).find("slowest rank 2"), std::string::npos);
+  EXPECT_EQ(FormatProgressLine(3, 10, 0.5, 100, 2, 12.5, 0.8421),
+            "step 3/10  loss 0.5000  train acc 84.2%  100 samples/s  slowest rank 2 (12.5 ms/step)");
 }
 
 // The message of the UsageError `fn` throws ("" when none).

@@ -207,7 +207,7 @@ TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
   auto codes = RunWorld(2,
                         {"--data-dir", data.path(), "--model", "cnn", "--epochs", "3",
                          "--batch-size", "16", "--lr", "0.05", "--warmup-steps", "5",
-                         "--augment", "--quiet", "--no-preflight", "--timeout", "60"},
+                         "--quiet", "--no-preflight", "--timeout", "60"},
                         run.path());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   std::vector<nlohmann::json> evals;
@@ -231,8 +231,9 @@ TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
 TEST_F(TrainRunTest, Bf16AutocastTrainsOnCpu) {
   TempDir dir;
   auto codes = RunWorld(2,
-                        Args({"--model", "cnn", "--image-size", "8", "--amp", "--steps", "6",
-                              "--batch-size", "8", "--no-preflight"}),
+                        {"--data", "synthetic", "--model", "cnn", "--image-size", "8", "--samples",
+                         "256", "--amp", "--steps", "6", "--batch-size", "8", "--no-preflight",
+                         "--quiet"},
                         dir.path());
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }

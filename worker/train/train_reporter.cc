@@ -64,15 +64,18 @@ std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::st
 }
 
 std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
-                               int slowest_rank, double slowest_step_ms) {
-  char line[200];
-  int n = std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.0f samples/s",
-                        static_cast<long long>(step), static_cast<long long>(total), loss,
-                        samples_per_sec);
-  if (slowest_rank >= 0 && n > 0 && static_cast<size_t>(n) < sizeof line) {
-    std::snprintf(line + n, sizeof line - n, "  slowest rank %d (%.1f ms/step)", slowest_rank,
-                  slowest_step_ms);
-  }
+                               int slowest_rank, double slowest_step_ms, double train_accuracy) {
+  char line[240];
+  int n = std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f",
+                        static_cast<long long>(step), static_cast<long long>(total), loss);
+  auto append = [&](const char* fmt, auto... args) {
+    if (n > 0 && static_cast<size_t>(n) < sizeof line) {
+      n += std::snprintf(line + n, sizeof line - n, fmt, args...);
+    }
+  };
+  if (train_accuracy >= 0) append("  train acc %.1f%%", 100 * train_accuracy);
+  append("  %.0f samples/s", samples_per_sec);
+  if (slowest_rank >= 0) append("  slowest rank %d (%.1f ms/step)", slowest_rank, slowest_step_ms);
   return line;
 }
 

@@ -60,9 +60,11 @@ struct RankSummary {
 // "rank  allocated  reserved  peak  comm share  samples/s  step ms p50" table, one row per rank, plus a total line.
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device);
 
-// "step 120/500  loss 0.4321  4210 samples/s  slowest rank 2 (31.2 ms/step)"
+// "step 120/500  loss 0.4321  train acc 84.2%  4210 samples/s  slowest rank 2 (31.2 ms/step)";
+// no accuracy when train_accuracy < 0.
 std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
-                               int slowest_rank, double slowest_step_ms);
+                               int slowest_rank, double slowest_step_ms,
+                               double train_accuracy = -1);
 
 class TrainReporter {
  public:

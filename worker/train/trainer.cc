@@ -301,7 +301,11 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
     std::optional<ddp::DistributedDataParallel::NoSync> no_sync;
     if (m + 1 < opts_.grad_accum) no_sync.emplace(*ddp_);
     phase_ = core::Phase::kForward;
-    torch::Tensor loss = F::cross_entropy(Logits(x), y) / static_cast<double>(opts_.grad_accum);
+    torch::Tensor logits = Logits(x);
+    torch::Tensor loss = F::cross_entropy(logits, y) / static_cast<double>(opts_.grad_accum);
+    torch::Tensor correct = logits.detach().argmax(1).eq(y).sum();
+    window_correct_ = window_correct_.defined() ? window_correct_ + correct : correct;
+    window_seen_ += opts_.batch_size;
     MemoryCheckpoint(MemoryPhase::kForward);
     phase_ = core::Phase::kBackward;
     try {

@@ -114,6 +114,8 @@ class Trainer {
   int64_t window_steps_ = 0;
   double window_step_ms_ = 0, window_comm_ms_ = 0;
   int64_t window_bytes_ = 0;
+  torch::Tensor window_correct_;  // training predictions right in the window (no sync per step)
+  int64_t window_seen_ = 0;
   double total_step_ms_ = 0, total_comm_ms_ = 0;
   int64_t total_samples_ = 0;
   std::vector<double> step_ms_;

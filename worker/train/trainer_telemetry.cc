@@ -130,6 +130,13 @@ void Trainer::Heartbeat(bool final_beat) {
   s.device_free_bytes = dm.device_free_bytes;
   s.device_total_bytes = dm.device_total_bytes;
   json body = TelemetryJson(s);
+  double train_accuracy = -1;
+  if (window_correct_.defined() && window_seen_ > 0) {
+    train_accuracy = window_correct_.item<double>() / static_cast<double>(window_seen_);
+    body["train_accuracy"] = train_accuracy;
+  }
+  window_correct_ = torch::Tensor();
+  window_seen_ = 0;
   if (final_beat) {
     // Whole-run figures, for benchmarks and the end-of-run table.
     std::vector<double> sorted = step_ms_;
@@ -153,7 +160,7 @@ void Trainer::Heartbeat(bool final_beat) {
     st.device_peak_bytes = s.device_peak_bytes;
   });
   // Round trips to the coordinator happen on the reporter's thread, off the training step.
-  reporter_.Post([this, body = std::move(body), s, final_beat] {
+  reporter_.Post([this, body = std::move(body), s, final_beat, train_accuracy] {
     reporter_.Event("telemetry", body);
     // The slowest rank comes through the store: a collective here would force every rank to
     // beat at the same step, and a slow rank is exactly the one that would make that wait.
@@ -170,7 +177,8 @@ void Trainer::Heartbeat(bool final_beat) {
       if (v > slowest_ms) slowest = r, slowest_ms = v;
     }
     std::string line = FormatProgressLine(s.step, s.total_steps, s.loss,
-                                          s.samples_per_sec * ctx_.world_size, slowest, slowest_ms);
+                                          s.samples_per_sec * ctx_.world_size, slowest, slowest_ms,
+                                          train_accuracy);
     std::lock_guard<std::mutex> lock(console_mu_);
     if (isatty(STDOUT_FILENO)) {
       std::cout << "\r[train] " << line << "\x1b[K" << std::flush;
