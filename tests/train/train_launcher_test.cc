@@ -2,16 +2,15 @@
 // processes. An injected failure on the first attempt must be followed by a restart that resumes
 // from the checkpoint and completes the run; bad flags must exit 2 before any rank starts.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <signal.h>
-
 #include <cstdio>
-#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -62,7 +61,8 @@ fs::path RunDir(const std::string& log_dir) {
 }
 
 const std::string kTrain =
-    " train --data synthetic --model mlp --features 16 --hidden 32 --classes 4 --samples 512 --batch-size 16"
+    " train --data synthetic --model mlp --features 16 --hidden 32 --classes 4 --samples 512 "
+    "--batch-size 16"
     " --heartbeat-interval 0.05";
 
 TEST(TrainLauncherTest, RestartAfterInjectedFailureResumesAndCompletes) {
@@ -102,9 +102,10 @@ TEST(TrainLauncherTest, OutOfMemoryRankIsNamedInTheRunDirectory) {
   const std::string log_dir = dir.path() + "/logs";
   // A rank's address space is limited by the shell's ulimit, inherited through the launcher; the
   // first convolution's output alone (512 x 16 x 256 x 256 floats) is 2 GiB.
-  Result r = RunShell(
-      "ulimit -v 3000000; " + std::string(DLAUNCH_BIN) + " --nproc 1 --log-dir " + log_dir +
-      " train --data synthetic --model cnn --image-size 256 --samples 512 --batch-size 512 --steps 2");
+  Result r = RunShell("ulimit -v 3000000; " + std::string(DLAUNCH_BIN) + " --nproc 1 --log-dir " +
+                      log_dir +
+                      " train --data synthetic --model cnn --image-size 256 --samples 512 "
+                      "--batch-size 512 --steps 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("OOM on rank 0"), std::string::npos) << r.output;
   fs::path run = RunDir(log_dir);
@@ -120,8 +121,8 @@ bool HasRunDir(const std::string& log_dir) {
 TEST(TrainLauncherTest, HelpIsPrintedOnceWithoutStartingRanks) {
   TempDir dir;
   const std::string log_dir = dir.path() + "/logs";
-  Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 3 --log-dir " + log_dir +
-                      " train --help");
+  Result r =
+      RunShell(std::string(DLAUNCH_BIN) + " --nproc 3 --log-dir " + log_dir + " train --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   size_t first = r.output.find("usage: dlaunch --nproc N train");
   ASSERT_NE(first, std::string::npos) << r.output;
@@ -155,8 +156,8 @@ TEST(TrainLauncherTest, BadOptionsAndDataFilesExitTwoBeforeAnyRank) {
   };
   for (const auto& [flags, expect] : cases) {
     const std::string log_dir = dir.path() + "/logs";
-    Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + log_dir +
-                        " train " + flags);
+    Result r =
+        RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + log_dir + " train " + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
     EXPECT_NE(r.output.find(expect), std::string::npos) << flags << "\n" << r.output;
     EXPECT_EQ(r.output.find("[rank"), std::string::npos) << flags << "\n" << r.output;
@@ -181,8 +182,8 @@ TEST(TrainLauncherTest, NanLossStopsTheJobNamingStepAndRank) {
   bool named = false;
   for (int rank = 0; rank < 2; ++rank) {
     if (!fs::exists(run / ("rank" + std::to_string(rank)) / "error.json")) continue;
-    auto error = nlohmann::json::parse(std::ifstream(run / ("rank" + std::to_string(rank)) /
-                                                     "error.json"));
+    auto error =
+        nlohmann::json::parse(std::ifstream(run / ("rank" + std::to_string(rank)) / "error.json"));
     named |= error["kind"] == "nan";
   }
   EXPECT_TRUE(named);
@@ -233,7 +234,8 @@ TEST(TrainLauncherTest, Sigusr1WritesACheckpointAndTrainingGoesOn) {
     if (state == kWaitStep && l.find("[train] step ") != std::string::npos) {
       ASSERT_EQ(kill(pid, SIGUSR1), 0);
       state = kWaitCheckpoint;
-    } else if (state == kWaitCheckpoint && l.find("SIGUSR1: checkpoint at step") != std::string::npos) {
+    } else if (state == kWaitCheckpoint &&
+               l.find("SIGUSR1: checkpoint at step") != std::string::npos) {
       state = kWaitLaterStep;
     } else if (state == kWaitLaterStep && l.find("[train] step ") != std::string::npos) {
       state = kDone;  // still training after the checkpoint

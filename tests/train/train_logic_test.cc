@@ -8,13 +8,13 @@
 
 #include "core/error.h"
 #include "ddp/bucket_plan.h"
+#include "tests/train/train_test_util.h"
 #include "worker/train/data_set.h"
 #include "worker/train/distributed_sampler.h"
 #include "worker/train/idx_file.h"
 #include "worker/train/train.h"
 #include "worker/train/train_options.h"
 #include "worker/train/train_reporter.h"
-#include "tests/train/train_test_util.h"
 
 namespace dlaunch::worker {
 namespace {
@@ -68,8 +68,8 @@ TEST(TrainOptionsTest, BadOptionsThrowUsageError) {
     for (const auto& a : args) joined += a + " ";
     EXPECT_THROW(ValidateTrainArgs(args), UsageError) << joined;
   }
-  EXPECT_NO_THROW(ValidateTrainArgs({"--checkpoint-dir", "/tmp/x", "--resume", "--data",
-                                     "synthetic"}));
+  EXPECT_NO_THROW(
+      ValidateTrainArgs({"--checkpoint-dir", "/tmp/x", "--resume", "--data", "synthetic"}));
   EXPECT_EQ(ParseTrainOptions({"--amp"}).amp, "bf16");
   EXPECT_EQ(ParseTrainOptions({"--amp", "bf16", "--steps", "3"}).amp, "bf16");
   EXPECT_EQ(ParseTrainOptions({"--amp", "fp16", "--device", "cuda"}).amp, "fp16");
@@ -172,21 +172,22 @@ TEST(TelemetryFormatTest, JsonAndTable) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["step"], 5);
-  std::string table =
-      FormatRankTable({{0, 100 << 20, -1, 150 << 20, 0.25, 1000, 2},
-                       {1, 200 << 20, -1, 250 << 20, 0.5, 900, 3}},
-                      "cpu");
+  std::string table = FormatRankTable(
+      {{0, 100 << 20, -1, 150 << 20, 0.25, 1000, 2}, {1, 200 << 20, -1, 250 << 20, 0.5, 900, 3}},
+      "cpu");
   EXPECT_NE(table.find("25.0%"), std::string::npos) << table;
   EXPECT_NE(table.find("250.0 MiB"), std::string::npos) << table;
   EXPECT_NE(table.find("peak rss"), std::string::npos) << table;
-  std::string gpu = FormatRankTable({{0, 1024.0 * 1048576, 2048.0 * 1048576, 3072.0 * 1048576, 0.1, 10, 1}}, "cuda");
+  std::string gpu = FormatRankTable(
+      {{0, 1024.0 * 1048576, 2048.0 * 1048576, 3072.0 * 1048576, 0.1, 10, 1}}, "cuda");
   for (const char* column : {"allocated", "reserved", "peak", "1.00 GiB", "2.00 GiB"}) {
     EXPECT_NE(gpu.find(column), std::string::npos) << column << "\n" << gpu;
   }
   EXPECT_NE(table.find("1900.0"), std::string::npos) << table;
   EXPECT_NE(FormatProgressLine(3, 10, 0.5, 100, 2, 12.5).find("slowest rank 2"), std::string::npos);
-  EXPECT_EQ(FormatProgressLine(3, 10, 0.5, 100, 2, 12.5, 0.8421),
-            "step 3/10  loss 0.5000  train acc 84.2%  100 samples/s  slowest rank 2 (12.5 ms/step)");
+  EXPECT_EQ(
+      FormatProgressLine(3, 10, 0.5, 100, 2, 12.5, 0.8421),
+      "step 3/10  loss 0.5000  train acc 84.2%  100 samples/s  slowest rank 2 (12.5 ms/step)");
 }
 
 // The message of the UsageError `fn` throws ("" when none).
@@ -249,8 +250,8 @@ TEST(IdxFileTest, BadFilesAreUsageErrorsNamingTheFile) {
         }
       });
       EXPECT_NE(msg.find(path), std::string::npos) << c.name << ": " << msg;
-      EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << " whole=" << whole << ": "
-                                                       << msg;
+      EXPECT_NE(msg.find(c.expect), std::string::npos)
+          << c.name << " whole=" << whole << ": " << msg;
     }
   }
   // A gzip file cut short: the trailer check catches it cheaply, the full read for certain.
@@ -281,8 +282,7 @@ TEST(IdxFileTest, DataDirectoryChecksCountsAndShapes) {
   testing::WriteFile(dir.path() + "/t10k-labels-idx1-ubyte.gz",
                      testing::IdxBytes({19}, std::vector<uint8_t>(19, 1)));
   std::string msg = UsageMessage([&] { CheckIdxDataDir(dir.path()); });
-  EXPECT_NE(msg.find("t10k-labels-idx1-ubyte.gz: holds 19 labels for 20 images"),
-            std::string::npos)
+  EXPECT_NE(msg.find("t10k-labels-idx1-ubyte.gz: holds 19 labels for 20 images"), std::string::npos)
       << msg;
   std::filesystem::remove(dir.path() + "/t10k-labels-idx1-ubyte.gz");
   msg = UsageMessage([&] { CheckIdxDataDir(dir.path()); });
@@ -324,7 +324,7 @@ TEST(LrScheduleTest, WarmupThenCosineStepOrConstant) {
   TrainOptions o = ParseTrainOptions({"--lr", "0.1", "--warmup-steps", "10"});
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(o, 0, 110), 0.01);
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(o, 4, 110), 0.05);
-  EXPECT_DOUBLE_EQ(ScheduledLearningRate(o, 10, 110), 0.1);  // cosine starts at the peak
+  EXPECT_DOUBLE_EQ(ScheduledLearningRate(o, 10, 110), 0.1);     // cosine starts at the peak
   EXPECT_NEAR(ScheduledLearningRate(o, 60, 110), 0.05, 1e-12);  // half way down
   EXPECT_NEAR(ScheduledLearningRate(o, 110, 110), 0.0, 1e-12);
   EXPECT_GT(ScheduledLearningRate(o, 109, 110), 0.0);

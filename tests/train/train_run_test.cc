@@ -23,9 +23,9 @@ namespace {
 using testing::TempDir;
 
 const std::vector<std::string> kBase = {
-    "--data", "synthetic", "--model", "mlp",  "--features", "16",       "--hidden",
-    "32",     "--classes", "4",       "--samples", "512",  "--lr",       "0.05",
-    "--quiet", "--timeout", "60"};
+    "--data",   "synthetic", "--model",   "mlp",       "--features", "16",
+    "--hidden", "32",        "--classes", "4",         "--samples",  "512",
+    "--lr",     "0.05",      "--quiet",   "--timeout", "60"};
 
 std::vector<std::string> Args(std::vector<std::string> extra) {
   std::vector<std::string> a = kBase;
@@ -152,9 +152,10 @@ TEST_F(TrainRunTest, CheckpointThenResumeEndsWhereUninterruptedRunEnds) {
 
 TEST_F(TrainRunTest, WritesTelemetryEvents) {
   TempDir dir;
-  auto codes = RunWorld(
-      2, Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001",
-                  "--memory-every", "10"}), dir.path());
+  auto codes = RunWorld(2,
+                        Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001",
+                              "--memory-every", "10"}),
+                        dir.path());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   for (int r = 0; r < 2; ++r) {
     auto events = ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl");
@@ -204,11 +205,11 @@ TEST_F(TrainRunTest, WritesTelemetryEvents) {
 TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
   TempDir data, run;
   testing::WriteTinyIdxDataSet(data.path(), 640, 203);
-  auto codes = RunWorld(2,
-                        {"--data-dir", data.path(), "--model", "cnn", "--epochs", "3",
-                         "--batch-size", "16", "--lr", "0.05", "--warmup-steps", "5",
-                         "--quiet", "--no-preflight", "--timeout", "60"},
-                        run.path());
+  auto codes = RunWorld(
+      2,
+      {"--data-dir", data.path(), "--model", "cnn", "--epochs", "3", "--batch-size", "16", "--lr",
+       "0.05", "--warmup-steps", "5", "--quiet", "--no-preflight", "--timeout", "60"},
+      run.path());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   std::vector<nlohmann::json> evals;
   for (auto& e : ReadEvents(run.path() + "/rank0/events.jsonl")) {
@@ -230,11 +231,11 @@ TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
 
 TEST_F(TrainRunTest, Bf16AutocastTrainsOnCpu) {
   TempDir dir;
-  auto codes = RunWorld(2,
-                        {"--data", "synthetic", "--model", "cnn", "--image-size", "8", "--samples",
-                         "256", "--amp", "--steps", "6", "--batch-size", "8", "--no-preflight",
-                         "--quiet"},
-                        dir.path());
+  auto codes =
+      RunWorld(2,
+               {"--data", "synthetic", "--model", "cnn", "--image-size", "8", "--samples", "256",
+                "--amp", "--steps", "6", "--batch-size", "8", "--no-preflight", "--quiet"},
+               dir.path());
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
@@ -252,10 +253,10 @@ TEST_F(TrainRunTest, OutOfMemoryIsReportedWithSnapshotAndAdvice) {
   std::filesystem::create_directories(rank_dir);
   const std::string stderr_path = dir.path() + "/stderr.log";
   // cnn on 128x128 images, batch 256: the first conv output alone is 256*16*128*128*4 = 256 MiB.
-  std::vector<std::string> argv = {
-      TRAIN_OOM_CHILD, rank_dir, "160",          "--data", "synthetic", "--model",
-      "cnn",           "--image-size", "128", "--samples", "256", "--batch-size",
-      "256",           "--steps",      "2",   "--quiet"};
+  std::vector<std::string> argv = {TRAIN_OOM_CHILD, rank_dir,    "160", "--data",
+                                   "synthetic",     "--model",   "cnn", "--image-size",
+                                   "128",           "--samples", "256", "--batch-size",
+                                   "256",           "--steps",   "2",   "--quiet"};
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

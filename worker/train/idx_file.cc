@@ -138,9 +138,8 @@ IdxDataFiles CheckIdxDataDir(const std::string& dir) {
   files.test_labels = FindIdxFile(dir, "t10k-labels-idx1-ubyte");
   IdxHeader train = ReadIdxHeader(files.train_images, 3);
   IdxHeader test = ReadIdxHeader(files.test_images, 3);
-  for (const auto& [images, labels, h] :
-       {std::tuple{files.train_images, files.train_labels, train},
-        std::tuple{files.test_images, files.test_labels, test}}) {
+  for (const auto& [images, labels, h] : {std::tuple{files.train_images, files.train_labels, train},
+                                          std::tuple{files.test_images, files.test_labels, test}}) {
     IdxHeader l = ReadIdxHeader(labels, 1);
     if (l.dims[0] != h.dims[0]) {
       throw Bad(labels, "holds " + std::to_string(l.dims[0]) + " labels for " +

@@ -11,7 +11,7 @@
 namespace dlaunch::worker {
 
 struct ModelShape {
-  int64_t feature_dim = 0;       // values per sample
+  int64_t feature_dim = 0;        // values per sample
   int64_t height = 0, width = 0;  // image models: 1 x height x width (0: feature_dim is a square)
   int64_t classes = 0;
   int64_t hidden = 256;  // mlp width

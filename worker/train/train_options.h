@@ -32,16 +32,16 @@ struct TrainOptions {
   int64_t lr_step_size = 0;  // step schedule: steps between decays; 0 = a third of the run
   double lr_gamma = 0.1;
   uint64_t seed = 42;
-  int64_t grad_accum = 1;    // micro-batches per optimizer step
-  std::string amp = "off";   // off | bf16 | fp16 (--amp alone: bf16)
+  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  std::string amp = "off";  // off | bf16 | fp16 (--amp alone: bf16)
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; checkpoints are also written after every epoch
   bool resume = false;
   int64_t samples = 8192;  // synthetic data set size
   int64_t features = 64;   // synthetic features (mlp); image models use 1 x image_size^2
   int64_t classes = 10;
-  int64_t hidden = 256;     // mlp hidden width
-  int64_t image_size = 16;  // synthetic image side
+  int64_t hidden = 256;       // mlp hidden width
+  int64_t image_size = 16;    // synthetic image side
   int64_t memory_every = 50;  // memory checkpoints: each of the first steps, then every N; 0 off
   double bucket_mb = 25.0;
   double heartbeat_interval_s = 1.0;  // 0 disables telemetry
@@ -60,7 +60,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args);
 // What --data and --data-dir resolve to.
 struct DataSource {
   enum class Kind { kIdx, kSynthetic, kCsv } kind = Kind::kSynthetic;
-  std::string path;  // the IDX directory or the CSV file
+  std::string path;        // the IDX directory or the CSV file
   bool defaulted = false;  // no --data given: fashion-mnist when installed, else synthetic
 };
 DataSource ResolveDataSource(const TrainOptions& o);

@@ -52,12 +52,13 @@ struct RankSummary {
   double allocated_bytes = -1;
   double reserved_bytes = -1;
   double peak_bytes = -1;
-  double comm_share = 0;         // communication wait / step time
+  double comm_share = 0;  // communication wait / step time
   double samples_per_sec = 0;
   double step_ms_median = 0;
 };
 
-// "rank  allocated  reserved  peak  comm share  samples/s  step ms p50" table, one row per rank, plus a total line.
+// "rank  allocated  reserved  peak  comm share  samples/s  step ms p50" table, one row per rank,
+// plus a total line.
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device);
 
 // "step 120/500  loss 0.4321  train acc 84.2%  4210 samples/s  slowest rank 2 (31.2 ms/step)";

@@ -55,7 +55,9 @@ std::string Fixed(double v, int digits) {
 
 }  // namespace
 
-double Ms(Trainer::Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(Trainer::Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 Trainer::Trainer(const TrainContext& ctx, TrainOptions opts)
     : ctx_(ctx), opts_(std::move(opts)), reporter_(ctx) {}
@@ -175,9 +177,8 @@ void Trainer::Setup() {
   }
   model_->to(device_);
   optimizer_ = std::make_unique<torch::optim::SGD>(
-      model_->parameters(), torch::optim::SGDOptions(opts_.lr)
-                                .momentum(opts_.momentum)
-                                .weight_decay(opts_.weight_decay));
+      model_->parameters(),
+      torch::optim::SGDOptions(opts_.lr).momentum(opts_.momentum).weight_decay(opts_.weight_decay));
   if (opts_.amp == "fp16") {
     auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
     amp_scale_ = torch::full({1}, 65536.0, f32);
@@ -230,8 +231,8 @@ void Trainer::Setup() {
 }
 
 torch::Tensor Trainer::Images(const DataSet& d, const uint8_t* rows, int64_t count) {
-  torch::Tensor u8 = torch::from_blob(const_cast<uint8_t*>(rows), {count, d.feature_dim},
-                                      torch::kUInt8);
+  torch::Tensor u8 =
+      torch::from_blob(const_cast<uint8_t*>(rows), {count, d.feature_dim}, torch::kUInt8);
   // Bytes cross to the device, floats are made there.
   return u8.to(device_).to(torch::kFloat32).sub_(d.mean * 255.0f).div_(d.stddev * 255.0f);
 }
@@ -260,8 +261,9 @@ torch::Tensor Trainer::TrainBatch(const std::vector<int64_t>& indices, int64_t f
                          static_cast<uint64_t>(ctx_.rank) << 48));
     AugmentImages(batch_pixels_.data(), b, train_.height, train_.width, rng);
   }
-  *labels = torch::from_blob(y.data(), {b}, torch::kInt64).to(device_, /*non_blocking=*/false,
-                                                               /*copy=*/true);
+  *labels = torch::from_blob(y.data(), {b}, torch::kInt64)
+                .to(device_, /*non_blocking=*/false,
+                    /*copy=*/true);
   return Images(train_, batch_pixels_.data(), b);
 }
 
@@ -319,10 +321,9 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
   }
   if (!std::isfinite(loss_sum)) {
     // Stop here: training on would only spread the NaN through every rank's weights.
-    throw Error(ErrorKind::kInternal, std::string("loss became ") +
-                                          (std::isnan(loss_sum) ? "NaN" : "inf") + " at step " +
-                                          std::to_string(step_ + 1) + " on rank " +
-                                          std::to_string(ctx_.rank));
+    throw Error(ErrorKind::kInternal,
+                std::string("loss became ") + (std::isnan(loss_sum) ? "NaN" : "inf") + " at step " +
+                    std::to_string(step_ + 1) + " on rank " + std::to_string(ctx_.rank));
   }
   phase_ = core::Phase::kOptimizer;
   for (auto& group : optimizer_->param_groups()) {
@@ -354,10 +355,10 @@ void Trainer::Train() {
   window_start_ = last_beat_ = train_start_ = epoch_start_ = memory_window_start_ = Clock::now();
   const auto interval = std::chrono::duration<double>(opts_.heartbeat_interval_s);
   Say("training " + opts_.model + " on " + train_.name + " (" + std::to_string(train_.size) +
-      " samples) on " + std::to_string(ctx_.world_size) + " ranks: " +
-      std::to_string(total_steps_) + " steps, batch " + std::to_string(opts_.batch_size) +
-      " per rank x " + std::to_string(opts_.grad_accum) + " accumulation, " +
-      std::to_string(ddp_->buckets().size()) + " gradient buckets");
+      " samples) on " + std::to_string(ctx_.world_size) +
+      " ranks: " + std::to_string(total_steps_) + " steps, batch " +
+      std::to_string(opts_.batch_size) + " per rank x " + std::to_string(opts_.grad_accum) +
+      " accumulation, " + std::to_string(ddp_->buckets().size()) + " gradient buckets");
   for (; step_ < total_steps_;) {
     if (step_ == opts_.fail_at_step && ctx_.restart_count == 0) {
       throw Error(ErrorKind::kInternal,
@@ -440,12 +441,11 @@ void Trainer::Evaluate(bool epoch_end) {
     torch::NoGradGuard no_grad;
     for (int64_t first = shard.begin; first < shard.end; first += opts_.eval_batch_size) {
       const int64_t n = std::min(opts_.eval_batch_size, shard.end - first);
-      torch::Tensor x =
-          test_.images()
-              ? Images(test_, test_.pixels.data() + first * test_.feature_dim, n)
-              : torch::from_blob(test_.features.data() + first * test_.feature_dim,
-                                 {n, test_.feature_dim}, torch::kFloat32)
-                    .to(device_);
+      torch::Tensor x = test_.images()
+                            ? Images(test_, test_.pixels.data() + first * test_.feature_dim, n)
+                            : torch::from_blob(test_.features.data() + first * test_.feature_dim,
+                                               {n, test_.feature_dim}, torch::kFloat32)
+                                  .to(device_);
       torch::Tensor y =
           torch::from_blob(test_.labels.data() + first, {n}, torch::kInt64).to(device_);
       torch::Tensor logits = Logits(x);
@@ -473,9 +473,9 @@ void Trainer::Evaluate(bool epoch_end) {
                  {"images", static_cast<int64_t>(sums[2])},
                  {"eval_ms", Ms(Clock::now() - t0)}};
     reporter_.Post([this, body] { reporter_.Event("eval", body); });
-    std::string head = epoch_end ? "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs)
-                                 : "step " + std::to_string(step_) + "/" +
-                                       std::to_string(total_steps_);
+    std::string head = epoch_end
+                           ? "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs)
+                           : "step " + std::to_string(step_) + "/" + std::to_string(total_steps_);
     Say(head + ": train loss " + Fixed(train_loss, 4) + ", test loss " + Fixed(test_loss, 4) +
         ", test accuracy " + Fixed(100 * accuracy, 2) + "% (" +
         std::to_string(static_cast<int64_t>(sums[2])) + " images), " + Fixed(seconds, 1) + " s");

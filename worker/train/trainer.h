@@ -80,7 +80,7 @@ class Trainer {
   torch::Device device_{torch::kCPU};
   bool cuda_ = false;
   DataSet train_, test_;
-  torch::Tensor features_, labels_;     // float data sets (synthetic, CSV)
+  torch::Tensor features_, labels_;    // float data sets (synthetic, CSV)
   std::vector<uint8_t> batch_pixels_;  // image batches are gathered (and augmented) here
   torch::nn::Sequential model_{nullptr};
   std::unique_ptr<torch::optim::SGD> optimizer_;

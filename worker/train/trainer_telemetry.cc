@@ -54,8 +54,8 @@ std::string Trainer::PhaseLabel() const {
 }
 
 void Trainer::StartMemoryCheckpoints() {
-  memory_sampled_ = opts_.memory_every > 0 &&
-                    (step_ < kMemoryEveryStepUntil || step_ % opts_.memory_every == 0);
+  memory_sampled_ =
+      opts_.memory_every > 0 && (step_ < kMemoryEveryStepUntil || step_ % opts_.memory_every == 0);
 }
 
 void Trainer::MemoryCheckpoint(MemoryPhase phase) {
@@ -87,16 +87,15 @@ void Trainer::PostMemoryCheckpoints() {
     memory["allocated MiB"] = allocated / 1048576.0;
     memory["reserved MiB"] = reserved / 1048576.0;
   }
-  json counters = {
-      {"memory", memory},
-      {"throughput", {{"samples/s", secs > 0 ? memory_window_samples_ / secs : 0.0}}}};
+  json counters = {{"memory", memory},
+                   {"throughput", {{"samples/s", secs > 0 ? memory_window_samples_ / secs : 0.0}}}};
   memory_window_samples_ = 0;
   memory_window_start_ = t0;
   memory_sampled_ = false;
-  reporter_.Post([this, body = json{{"step", step_}, {"phases", std::move(phases)},
-                                    {"counters", std::move(counters)}}] {
-    reporter_.Event("memory", body);
-  });
+  reporter_.Post(
+      [this, body = json{{"step", step_},
+                         {"phases", std::move(phases)},
+                         {"counters", std::move(counters)}}] { reporter_.Event("memory", body); });
   memory_ms_ += Ms(Clock::now() - t0);
 }
 
@@ -176,9 +175,9 @@ void Trainer::Heartbeat(bool final_beat) {
       double v = std::stod(ctx_.store->Get(key, std::chrono::seconds(1)));
       if (v > slowest_ms) slowest = r, slowest_ms = v;
     }
-    std::string line = FormatProgressLine(s.step, s.total_steps, s.loss,
-                                          s.samples_per_sec * ctx_.world_size, slowest, slowest_ms,
-                                          train_accuracy);
+    std::string line =
+        FormatProgressLine(s.step, s.total_steps, s.loss, s.samples_per_sec * ctx_.world_size,
+                           slowest, slowest_ms, train_accuracy);
     std::lock_guard<std::mutex> lock(console_mu_);
     if (isatty(STDOUT_FILENO)) {
       std::cout << "\r[train] " << line << "\x1b[K" << std::flush;
@@ -201,13 +200,12 @@ void Trainer::Finish() {
   double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   MemoryReading m = ReadMemory(cuda_ ? device_.index() : -1);
   constexpr int kFields = 6;
-  double local[kFields] = {
-      static_cast<double>(cuda_ ? m.device_allocated_bytes : m.rss_bytes),
-      static_cast<double>(cuda_ ? m.device_reserved_bytes : -1),
-      static_cast<double>(cuda_ ? m.device_peak_bytes : core::PeakRssBytes()),
-      total_step_ms_ > 0 ? total_comm_ms_ / total_step_ms_ : 0,
-      total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0,
-      median};
+  double local[kFields] = {static_cast<double>(cuda_ ? m.device_allocated_bytes : m.rss_bytes),
+                           static_cast<double>(cuda_ ? m.device_reserved_bytes : -1),
+                           static_cast<double>(cuda_ ? m.device_peak_bytes : core::PeakRssBytes()),
+                           total_step_ms_ > 0 ? total_comm_ms_ / total_step_ms_ : 0,
+                           total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0,
+                           median};
   std::vector<double> all(kFields * ctx_.world_size);
   comm_
       ->AllGather({local, kFields, core::DataType::kFloat64},
@@ -271,9 +269,8 @@ int Trainer::ReportOom(const std::string& what) {
   advice.push_back(opts_.amp != "off" ? "--amp is on already; use a smaller model"
                                       : "use --amp (bf16 autocast) to halve activation memory");
   const std::string phase = PhaseLabel();
-  std::string summary = "out of memory in " + phase + " at step " + std::to_string(step_) +
-                        " on " + (cuda_ ? "cuda" : "cpu") + ", tried to allocate " +
-                        MiB(tried) + " with " +
+  std::string summary = "out of memory in " + phase + " at step " + std::to_string(step_) + " on " +
+                        (cuda_ ? "cuda" : "cpu") + ", tried to allocate " + MiB(tried) + " with " +
                         MiB(cuda_ ? dm.device_allocated_bytes : dm.rss_bytes) + " in use";
   json details = {{"device", cuda_ ? "cuda" : "cpu"},
                   {"step", step_},
