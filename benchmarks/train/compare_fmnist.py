@@ -15,19 +15,13 @@ import glob
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(cmd, env):
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        sys.exit("failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stdout[-4000:]))
-    return p.stdout
+sys.path.insert(0, HERE)
+from compare import run  # noqa: E402  (runs a command, exits with its output on failure)
 
 
 def events(logs, kind):
@@ -48,7 +42,7 @@ def time_to(evals, start_ms, target):
 def dlaunch(a, n, env):
     with tempfile.TemporaryDirectory() as logs:
         start = time.time()
-        run([a.dlaunch, "--nproc", str(n), "--log-dir", logs, "train", "--data", "fashion-mnist",
+        run([a.dlaunch, "--nproc", str(n), "--log-dir", logs, "train", "--data-dir", a.data_dir,
              "--model", "cnn", "--epochs", str(a.epochs), "--no-preflight", "--quiet"], env)
         wall = time.time() - start
         evals = events(logs, "eval")
@@ -63,7 +57,7 @@ def pytorch(a, n, env):
         start = time.time()
         out = run(["/usr/bin/torchrun", "--nproc_per_node", str(n), "--redirects", "1", "--tee",
                    "1", "--log_dir", logs, os.path.join(HERE, "fmnist_ddp.py"), "--epochs",
-                   str(a.epochs)], env)
+                   str(a.epochs), "--data-dir", a.data_dir], env)
         wall = time.time() - start
     lines = [json.loads(l[l.find('{"impl"'):]) for l in out.splitlines() if '{"impl"' in l]
     evals = [e for e in lines if e["event"] == "eval"]
@@ -75,7 +69,7 @@ def pytorch(a, n, env):
 
 def memory_overhead(a, env, every):
     with tempfile.TemporaryDirectory() as logs:
-        run([a.dlaunch, "--nproc", "4", "--log-dir", logs, "train", "--data", "fashion-mnist",
+        run([a.dlaunch, "--nproc", "4", "--log-dir", logs, "train", "--data-dir", a.data_dir,
              "--steps", str(a.memory_steps), "--memory-every", str(every), "--no-preflight",
              "--quiet"], env)
         done = [e for e in events(logs, "telemetry") if e.get("phase") == "done"][-1]
@@ -89,6 +83,7 @@ def fmt(v, spec):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dlaunch", required=True)
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--nprocs", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeat", type=int, default=1)
