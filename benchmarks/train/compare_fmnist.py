@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -52,11 +53,18 @@ def dlaunch(a, n, env):
             "step_ms": done["step_ms_median"]}
 
 
+def free_port():
+    # torchrun's default 29500 may be taken by another job on a shared machine.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def pytorch(a, n, env):
     with tempfile.TemporaryDirectory() as logs:
         start = time.time()
-        out = run(["/usr/bin/torchrun", "--nproc_per_node", str(n), "--redirects", "1", "--tee",
-                   "1", "--log_dir", logs, os.path.join(HERE, "fmnist_ddp.py"), "--epochs",
+        out = run(["/usr/bin/torchrun", "--nproc_per_node", str(n), "--master_port",
+                   str(free_port()), "--redirects", "1", "--tee", "1", "--log_dir", logs, os.path.join(HERE, "fmnist_ddp.py"), "--epochs",
                    str(a.epochs), "--data-dir", a.data_dir], env)
         wall = time.time() - start
     lines = [json.loads(l[l.find('{"impl"'):]) for l in out.splitlines() if '{"impl"' in l]
