@@ -53,9 +53,12 @@ constexpr std::pair<EventKind, const char*> kEventNames[] = {
     {EventKind::kCheckpoint, "checkpoint"},
     {EventKind::kPreflight, "preflight"},
     {EventKind::kPreflightHangTest, "preflight_hang_test"},
+    {EventKind::kEval, "eval"},
+    {EventKind::kMemory, "memory"},
+    {EventKind::kNan, "nan"},
 };
-static_assert(static_cast<int>(EventKind::kPreflightHangTest) == v1::EVENT_PREFLIGHT_HANG_TEST &&
-                  v1::EventKind_MAX == v1::EVENT_PREFLIGHT_HANG_TEST,
+static_assert(static_cast<int>(EventKind::kNan) == v1::EVENT_NAN &&
+                  v1::EventKind_MAX == v1::EVENT_NAN,
               "core::EventKind and v1::EventKind must match value for value");
 
 class LocalRuntime : public Runtime {

@@ -62,7 +62,10 @@ enum class EventKind {
   kResumed,
   kCheckpoint,
   kPreflight,
-  kPreflightHangTest
+  kPreflightHangTest,
+  kEval,
+  kMemory,
+  kNan
 };
 // The kind's name in rank<R>/events.jsonl: "error", "preflight_hang_test".
 const char* EventKindName(EventKind kind);

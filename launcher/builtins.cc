@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -40,7 +41,11 @@ std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::st
     argv.push_back("preflight");
   } else {
 #ifdef DLAUNCH_HAVE_TRAIN
-    worker::ValidateTrainArgs(o.program);
+    if (worker::ValidateTrainArgs(o.program).help) {
+      // Help is an answer, not a job: printed once, before any rank, coordinator or run directory.
+      std::cout << worker::TrainOptionsHelp() << std::flush;
+      std::exit(kExitOk);
+    }
     argv.push_back("train");
 #else
     throw UsageError(

@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libboost-program-options-dev nlohmann-json3-dev libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libtorch-dev
+  libtorch-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin
   gdb iproute2 procps openssl
 )

@@ -54,7 +54,8 @@ def dlaunch(a, n, env, heartbeat):
     train = ["--", a.worker, "train"] if a.worker else ["train"]
     with tempfile.TemporaryDirectory() as logs:
         run([a.dlaunch, "--nproc", str(n), "--log-dir", logs] + train + common_args(a) +
-            ["--heartbeat-interval", str(heartbeat), "--no-preflight"], env)
+            ["--heartbeat-interval", str(heartbeat), "--no-preflight", "--data", "synthetic",
+             "--weight-decay", "0", "--lr-schedule", "none", "--warmup-steps", "0"], env)
         files = glob.glob(os.path.join(logs, "*", "rank0", "events.jsonl"))
         if not files:
             sys.exit("no rank0/events.jsonl under " + logs)

@@ -28,10 +28,12 @@ def make_model(name, features, hidden, classes, image_size):
         return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                              nn.ReLU(), nn.Linear(hidden, classes))
     pooled = image_size // 4
+    # dlaunch's cnn: two conv3x3 (no bias) + batch-norm + ReLU + max-pool blocks, fc 128, fc.
     return nn.Sequential(nn.Unflatten(1, (1, image_size, image_size)),
-                         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(32 * pooled * pooled, 128), nn.ReLU(), nn.Linear(128, classes))
+                         nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1, bias=False),
+                         nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * pooled * pooled, 128), nn.ReLU(), nn.Linear(128, classes))
 
 
 def main():

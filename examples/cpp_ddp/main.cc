@@ -20,7 +20,7 @@
 
 #include "core/comm/comm_options.h"
 #include "core/runtime.h"
-#include "worker/train/ddp.h"
+#include "ddp/ddp.h"
 
 int main(int argc, char** argv) {
   namespace core = dlaunch::core;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     torch::manual_seed(runtime->rank());
     torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(),
                                 torch::nn::Linear(32, 1));
-    dlaunch::worker::DistributedDataParallel ddp(model->parameters(), comm);
+    dlaunch::ddp::DistributedDataParallel ddp(model->parameters(), comm);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
 
     // Learn y = sum(x); every rank draws its own data shard.

@@ -103,6 +103,16 @@ json BuildTrace(const RunSnapshot& run, const Diagnosis* diagnosis) {
       i = j + 1;
     }
     for (const Event& e : rec.events.events) {
+      // Counter tracks (the trainer's memory and throughput): {"counters": {track: {series: v}}}.
+      if (e.body.contains("counters") && e.body["counters"].is_object()) {
+        for (const auto& [track, series] : e.body["counters"].items()) {
+          events.push_back({{"ph", "C"},
+                            {"name", track},
+                            {"pid", pid},
+                            {"ts", e.unix_ms * 1000},
+                            {"args", series}});
+        }
+      }
       if (e.type() == rundir::EventKind::kOther || e.type() == rundir::EventKind::kTelemetry) {
         continue;
       }

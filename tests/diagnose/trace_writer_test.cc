@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "launcher/diagnose/analyzer.h"
@@ -56,6 +57,31 @@ TEST(TraceWriterTest, CorruptRunStillGivesValidTrace) {
   nlohmann::json trace = BuildTrace(run, nullptr);
   nlohmann::json reparsed = nlohmann::json::parse(trace.dump());
   EXPECT_TRUE(reparsed["traceEvents"].is_array());
+}
+
+TEST(TraceWriterTest, CountersOfAnEventBecomeCounterTracks) {
+  RunSnapshot run;
+  run.world_size = 1;
+  RankRecord rank;
+  Event memory;
+  memory.unix_ms = 1000;
+  memory.kind = "memory";
+  memory.body = {
+      {"kind", "memory"},
+      {"counters", {{"memory", {{"rss MiB", 254.5}}}, {"throughput", {{"samples/s", 9}}}}}};
+  rank.events.events.push_back(memory);
+  run.ranks.push_back(rank);
+  const nlohmann::json trace = BuildTrace(run, nullptr);
+  std::map<std::string, nlohmann::json> tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    EXPECT_EQ(e["ts"], 1000 * 1000);
+    EXPECT_EQ(e["pid"], 0);
+    tracks[e["name"]] = e["args"];
+  }
+  ASSERT_EQ(tracks.size(), 2u);
+  EXPECT_EQ(tracks["memory"]["rss MiB"], 254.5);
+  EXPECT_EQ(tracks["throughput"]["samples/s"], 9);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // DistributedDataParallel over real Gloo, ranks as threads: N ranks with batch b must end where one
 // rank with batch N*b ends, whatever the bucket size, with or without gradient accumulation.
-#include "worker/train/ddp.h"
+#include "ddp/ddp.h"
 
 #include <gtest/gtest.h>
 #include <torch/nn/functional/loss.h>
@@ -17,7 +17,7 @@
 #include "core/store.h"
 #include "tests/train/train_test_util.h"
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 namespace {
 
 constexpr int64_t kFeatures = 12, kClasses = 5, kHidden = 24;
@@ -61,7 +61,7 @@ std::vector<torch::Tensor> Train(int world, int64_t b, int64_t accum, int64_t st
   std::vector<std::vector<torch::Tensor>> result(world);
   std::vector<std::string> errors(world);
   if (stats) stats->assign(world, {});
-  testing::RunRanks(world, [&](int rank) {
+  worker::testing::RunRanks(world, [&](int rank) {
     try {
       auto model = NewModel();
       if (rank != 0) {
@@ -210,7 +210,7 @@ TEST_F(DdpTest, BucketsStartDuringBackward) {
   auto store = core::MakeMemoryStore();
   std::vector<int> seen_before_first_layer(2, -1);
   std::vector<int> total(2, -1);
-  testing::RunRanks(2, [&](int rank) {
+  worker::testing::RunRanks(2, [&](int rank) {
     auto model = NewModel();
     auto comm = std::make_shared<CountingCommunicator>(MakeComm(rank, 2, store));
     DdpOptions o;
@@ -233,4 +233,4 @@ TEST_F(DdpTest, BucketsStartDuringBackward) {
 }
 
 }  // namespace
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

@@ -23,8 +23,9 @@ namespace {
 using testing::TempDir;
 
 const std::vector<std::string> kBase = {
-    "--model",   "mlp", "--features", "16",   "--hidden", "32",        "--classes", "4",
-    "--samples", "512", "--lr",       "0.05", "--quiet",  "--timeout", "60"};
+    "--data",   "synthetic", "--model",   "mlp",       "--features", "16",
+    "--hidden", "32",        "--classes", "4",         "--samples",  "512",
+    "--lr",     "0.05",      "--quiet",   "--timeout", "60"};
 
 std::vector<std::string> Args(std::vector<std::string> extra) {
   std::vector<std::string> a = kBase;
@@ -54,7 +55,7 @@ std::vector<int> RunWorld(int world, const std::vector<std::string>& args,
 
 // Final parameters from the checkpoint a run left in `dir`.
 std::vector<torch::Tensor> CheckpointParams(const std::string& dir, int64_t global_batch) {
-  auto model = MakeModel("mlp", {16, 4, 32});
+  auto model = MakeModel("mlp", {16, 0, 0, 4, 32});
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   CheckpointMeta expect;
   expect.model = "mlp";
@@ -151,8 +152,10 @@ TEST_F(TrainRunTest, CheckpointThenResumeEndsWhereUninterruptedRunEnds) {
 
 TEST_F(TrainRunTest, WritesTelemetryEvents) {
   TempDir dir;
-  auto codes = RunWorld(
-      2, Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001"}), dir.path());
+  auto codes = RunWorld(2,
+                        Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001",
+                              "--memory-every", "10"}),
+                        dir.path());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   for (int r = 0; r < 2; ++r) {
     auto events = ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl");
@@ -179,9 +182,61 @@ TEST_F(TrainRunTest, WritesTelemetryEvents) {
       }
     }
     EXPECT_GE(telemetry, 2) << "rank " << r;
+    // Memory checkpoints: each of the first 10 steps, then every --memory-every (here 10) steps.
+    std::vector<int64_t> memory_steps;
+    for (auto& e : events) {
+      if (e["kind"] != "memory") continue;
+      memory_steps.push_back(e["step"].get<int64_t>());
+      for (const char* phase : {"data", "forward", "backward", "optimizer"}) {
+        EXPECT_GT(e["phases"][phase]["rss_bytes"].get<int64_t>(), 0) << phase << e.dump();
+      }
+      EXPECT_GT(e["counters"]["memory"]["rss MiB"].get<double>(), 0) << e.dump();
+      EXPECT_TRUE(e["counters"]["throughput"].contains("samples/s")) << e.dump();
+    }
+    EXPECT_EQ(memory_steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 21}))
+        << "rank " << r;
     EXPECT_TRUE(preflight) << "rank " << r;
     EXPECT_TRUE(done) << "rank " << r;
   }
+}
+
+// A CNN on a tiny IDX data set (written here): it learns, and rank 0 reports a distributed
+// evaluation after every epoch over exactly the test set.
+TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
+  TempDir data, run;
+  testing::WriteTinyIdxDataSet(data.path(), 640, 203);
+  auto codes = RunWorld(
+      2,
+      {"--data-dir", data.path(), "--model", "cnn", "--epochs", "3", "--batch-size", "16", "--lr",
+       "0.05", "--warmup-steps", "5", "--quiet", "--no-preflight", "--timeout", "60"},
+      run.path());
+  ASSERT_EQ(codes, (std::vector<int>{0, 0}));
+  std::vector<nlohmann::json> evals;
+  for (auto& e : ReadEvents(run.path() + "/rank0/events.jsonl")) {
+    if (e["kind"] == "eval") evals.push_back(e);
+  }
+  ASSERT_EQ(evals.size(), 3u);
+  for (size_t i = 0; i < evals.size(); ++i) {
+    EXPECT_EQ(evals[i]["event"], "eval");
+    EXPECT_EQ(evals[i]["epoch"], static_cast<int>(i + 1));
+    EXPECT_EQ(evals[i]["images"], 203);  // shards of 102 + 101, none twice
+    EXPECT_GE(evals[i]["test_accuracy"].get<double>(), 0.0);
+    EXPECT_GT(evals[i]["test_loss"].get<double>(), 0.0);
+  }
+  EXPECT_GE(evals.back()["test_accuracy"].get<double>(), 0.9) << evals.back().dump();
+  EXPECT_LT(evals.back()["test_loss"].get<double>(), evals.front()["test_loss"].get<double>());
+  // Only rank 0 reports the evaluation.
+  for (auto& e : ReadEvents(run.path() + "/rank1/events.jsonl")) EXPECT_NE(e["kind"], "eval");
+}
+
+TEST_F(TrainRunTest, Bf16AutocastTrainsOnCpu) {
+  TempDir dir;
+  auto codes =
+      RunWorld(2,
+               {"--data", "synthetic", "--model", "cnn", "--image-size", "8", "--samples", "256",
+                "--amp", "--steps", "6", "--batch-size", "8", "--no-preflight", "--quiet"},
+               dir.path());
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 TEST_F(TrainRunTest, BadArgumentsExitTwo) {
@@ -198,9 +253,10 @@ TEST_F(TrainRunTest, OutOfMemoryIsReportedWithSnapshotAndAdvice) {
   std::filesystem::create_directories(rank_dir);
   const std::string stderr_path = dir.path() + "/stderr.log";
   // cnn on 128x128 images, batch 256: the first conv output alone is 256*16*128*128*4 = 256 MiB.
-  std::vector<std::string> argv = {
-      TRAIN_OOM_CHILD, rank_dir,       "160", "--model", "cnn", "--image-size", "128", "--samples",
-      "256",           "--batch-size", "256", "--steps", "2",   "--quiet"};
+  std::vector<std::string> argv = {TRAIN_OOM_CHILD, rank_dir,    "160", "--data",
+                                   "synthetic",     "--model",   "cnn", "--image-size",
+                                   "128",           "--samples", "256", "--batch-size",
+                                   "256",           "--steps",   "2",   "--quiet"};
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

@@ -31,4 +31,12 @@ std::vector<int64_t> DistributedSampler::Indices(int64_t epoch) const {
   return mine;
 }
 
+Shard EvalShard(int64_t size, int rank, int world_size) {
+  const int64_t base = size / world_size, extra = size % world_size;
+  Shard s;
+  s.begin = rank * base + std::min<int64_t>(rank, extra);
+  s.end = s.begin + base + (rank < extra ? 1 : 0);
+  return s;
+}
+
 }  // namespace dlaunch::worker

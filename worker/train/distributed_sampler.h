@@ -26,4 +26,11 @@ class DistributedSampler {
   int64_t per_rank_;
 };
 
+// Rank `rank`'s part of an evaluation over `size` samples: contiguous, disjoint, together exactly
+// the whole set (no padding, so no sample is counted twice); sizes differ by at most one.
+struct Shard {
+  int64_t begin = 0, end = 0;
+};
+Shard EvalShard(int64_t size, int rank, int world_size);
+
 }  // namespace dlaunch::worker

@@ -1,6 +1,8 @@
 #include "worker/train/models.h"
 
+#include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
@@ -12,28 +14,96 @@
 namespace dlaunch::worker {
 namespace nn = torch::nn;
 
+namespace {
+
+nn::Conv2d Conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
+  // No bias: the batch norm after it has one.
+  return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+}
+
+// ResNet's basic block: two 3x3 convolutions with batch norm, plus the input (through a 1x1
+// convolution where the shape changes).
+class BasicBlockImpl : public nn::Module {
+ public:
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1_(register_module("conv1", Conv3x3(in, out, stride))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2_(register_module("conv2", Conv3x3(out, out))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out) {
+      shortcut_ = register_module(
+          "shortcut",
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out)));
+    }
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor y = torch::relu(bn1_->forward(conv1_->forward(x)));
+    y = bn2_->forward(conv2_->forward(y));
+    return torch::relu(y + (shortcut_ ? shortcut_->forward(x) : x));
+  }
+
+ private:
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  nn::Sequential shortcut_{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+}  // namespace
+
 torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape) {
   if (name == "mlp") {
     return nn::Sequential(nn::Linear(shape.feature_dim, shape.hidden), nn::ReLU(),
                           nn::Linear(shape.hidden, shape.hidden), nn::ReLU(),
                           nn::Linear(shape.hidden, shape.classes));
   }
-  if (name == "cnn") {
-    auto side =
-        static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(shape.feature_dim))));
-    if (side * side != shape.feature_dim || side < 8) {
-      throw UsageError("train: --model cnn needs square 1 x S x S inputs with S >= 8; got " +
-                       std::to_string(shape.feature_dim) + " features");
-    }
-    int64_t pooled = (side / 2) / 2;
-    return nn::Sequential(nn::Unflatten(nn::UnflattenOptions(1, {1, side, side})),
-                          nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::ReLU(),
-                          nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
-                          nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                          nn::Linear(32 * pooled * pooled, 128), nn::ReLU(),
-                          nn::Linear(128, shape.classes));
+  int64_t h = shape.height, w = shape.width;
+  if (h == 0) {
+    h = w = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(shape.feature_dim))));
+    if (h * w != shape.feature_dim) h = w = 0;
   }
-  throw UsageError("train: unknown --model '" + name + "' (mlp | cnn)");
+  if (h < 8 || w < 8) {
+    throw UsageError("train: --model " + name +
+                     " needs 1 x H x W image inputs with H, W >= 8; got " +
+                     std::to_string(shape.feature_dim) + " features");
+  }
+  nn::Sequential m(nn::Unflatten(nn::UnflattenOptions(1, {1, h, w})));
+  if (name == "cnn") {
+    m->push_back(Conv3x3(1, 32));
+    m->push_back(nn::BatchNorm2d(32));
+    m->push_back(nn::ReLU());
+    m->push_back(nn::MaxPool2d(2));
+    m->push_back(Conv3x3(32, 64));
+    m->push_back(nn::BatchNorm2d(64));
+    m->push_back(nn::ReLU());
+    m->push_back(nn::MaxPool2d(2));
+    m->push_back(nn::Flatten());
+    m->push_back(nn::Linear(64 * (h / 4) * (w / 4), 128));
+    m->push_back(nn::ReLU());
+    m->push_back(nn::Linear(128, shape.classes));
+    return m;
+  }
+  if (name == "resnet") {
+    m->push_back(Conv3x3(1, 16));
+    m->push_back(nn::BatchNorm2d(16));
+    m->push_back(nn::ReLU());
+    int64_t in = 16;
+    for (int64_t out : {16, 32, 64}) {
+      for (int b = 0; b < 2; ++b) {
+        m->push_back(BasicBlock(in, out, b == 0 && out != 16 ? 2 : 1));
+        in = out;
+      }
+    }
+    m->push_back(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1})));
+    m->push_back(nn::Flatten());
+    m->push_back(nn::Linear(64, shape.classes));
+    return m;
+  }
+  throw UsageError("train: unknown --model '" + name + "' (cnn | mlp | resnet)");
 }
 
 }  // namespace dlaunch::worker

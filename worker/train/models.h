@@ -1,5 +1,6 @@
-// The built-in models of `train`: no dropout and no batch norm, so N ranks with batch b train
-// exactly like one rank with batch N*b (the DDP equivalence the tests check).
+// The built-in models of `train`. The mlp has no batch norm, so N ranks with batch b train
+// exactly like one rank with batch N*b (the DDP equivalence the tests check); cnn and resnet
+// normalise per rank's batch, as PyTorch's DDP does without SyncBatchNorm.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>
@@ -10,13 +11,17 @@
 namespace dlaunch::worker {
 
 struct ModelShape {
-  int64_t feature_dim = 0;  // floats per sample; a cnn needs a square number (1 x S x S images)
+  int64_t feature_dim = 0;        // values per sample
+  int64_t height = 0, width = 0;  // image models: 1 x height x width (0: feature_dim is a square)
   int64_t classes = 0;
   int64_t hidden = 256;  // mlp width
 };
 
 // Throws UsageError for an unknown name or a shape the model cannot take. Does not block.
 // Initialisation draws from torch's global generator: seed it first for reproducible weights.
+//   cnn:    [conv3x3 32, BN, ReLU, maxpool 2] [conv3x3 64, BN, ReLU, maxpool 2] fc 128, fc classes
+//   resnet: conv3x3 16, BN, ReLU; 3 stages of 2 basic blocks (16, 32, 64 channels; stride 2
+//           between stages); global average pool; fc classes (ResNet-20's shape, 3 x 2 blocks)
 torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape);
 
 }  // namespace dlaunch::worker

@@ -1,9 +1,14 @@
 #include "worker/train/train_options.h"
 
+#include <sys/stat.h>
+
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
+#include "worker/train/data_set.h"
+#include "worker/train/idx_file.h"
 
 namespace dlaunch::worker {
 namespace po = boost::program_options;
@@ -12,57 +17,103 @@ namespace {
 
 po::options_description Describe(TrainOptions& o) {
   po::options_description d("train options");
-  d.add_options()                                                          //
-      ("help,h", po::bool_switch(&o.help), "print this help")              //
-      ("model", po::value(&o.model)->default_value(o.model), "mlp | cnn")  //
-      ("steps", po::value(&o.steps)->default_value(o.steps),
-       "optimizer steps (ignored when --epochs is given)")  //
-      ("epochs", po::value(&o.epochs)->default_value(o.epochs),
-       "passes over the data set; overrides --steps when > 0")  //
-      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size),
-       "samples per rank per micro-batch")                                             //
-      ("lr", po::value(&o.lr)->default_value(o.lr), "SGD learning rate")               //
-      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")  //
-      ("seed", po::value(&o.seed)->default_value(o.seed),
-       "seed of the model init, the synthetic data and the sampler")  //
-      ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum),
-       "micro-batches per optimizer step; gradients are all-reduced only on the last one")  //
-      ("amp", po::bool_switch(&o.amp), "bf16 autocast on CUDA (ignored on CPU)")            //
-      ("checkpoint-dir", po::value(&o.checkpoint_dir), "where rank 0 writes checkpoints")   //
-      ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
-       "steps between checkpoints (0: only at the end)")  //
-      ("resume", po::bool_switch(&o.resume),
-       "resume from --checkpoint-dir (automatic after a restart when a checkpoint exists)")  //
-      ("data", po::value(&o.data_file),
-       "data set file (CSV: features..., label per line); default: synthetic")                 //
-      ("samples", po::value(&o.samples)->default_value(o.samples), "synthetic data set size")  //
-      ("features", po::value(&o.features)->default_value(o.features),
-       "synthetic feature count (mlp)")                                                      //
-      ("classes", po::value(&o.classes)->default_value(o.classes), "synthetic class count")  //
-      ("hidden", po::value(&o.hidden)->default_value(o.hidden), "mlp hidden width")          //
-      ("image-size", po::value(&o.image_size)->default_value(o.image_size),
-       "cnn input side (synthetic images are 1 x S x S)")  //
-      ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb),
-       "gradient bucket size in MiB")  //
-      ("heartbeat-interval",
-       po::value(&o.heartbeat_interval_s)->default_value(o.heartbeat_interval_s),
-       "seconds between telemetry events and progress lines (0: only the closing event)")  //
-      ("no-preflight", "skip the quick pre-flight check")                                  //
-      ("backend", po::value(&o.backend)->default_value(o.backend),
-       "auto | gloo | nccl (auto: nccl with --device cuda, else gloo)")        //
-      ("device", po::value(&o.device)->default_value(o.device), "cpu | cuda")  //
-      ("transport", po::value(&o.transport)->default_value(o.transport),
-       "gloo: auto | shm | tcp (auto: shared memory between ranks of one host)")  //
-      ("timeout", po::value(&o.collective_timeout_s)->default_value(o.collective_timeout_s),
-       "seconds a collective may take before the rank reports a hang and exits 3")  //
-      ("quiet", po::bool_switch(&o.quiet), "no console progress")                   //
-      ("fail-at-step", po::value(&o.fail_at_step)->default_value(o.fail_at_step),
-       "testing: exit 1 at this step on the first attempt (restart count 0)");
+  auto add = d.add_options();
+  add("help,h", po::bool_switch(&o.help), "print this help");
+  add("model", po::value(&o.model)->default_value(o.model),
+      "cnn (two conv + batch-norm + pooling blocks, a classifier) | mlp | resnet (a small ResNet, "
+      "for GPUs)");
+  add("data", po::value(&o.data),
+      "fashion-mnist (default when /usr/share/datasets/fashion-mnist is installed) | synthetic | "
+      "FILE.csv (features..., label per line)");
+  add("data-dir", po::value(&o.data_dir),
+      "a directory of IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
+      "t10k-...): MNIST, Fashion-MNIST");
+  add("augment", po::bool_switch(&o.augment),
+      "image data: random shift by up to 2 pixels and horizontal flip");
+  add("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training data");
+  add("steps", po::value(&o.steps)->default_value(o.steps),
+      "optimizer steps; when > 0 they replace --epochs");
+  add("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+      "steps between test-set evaluations, besides the one after every epoch (0: epochs only)");
+  add("eval-batch-size", po::value(&o.eval_batch_size)->default_value(o.eval_batch_size),
+      "test images per forward pass");
+  add("batch-size", po::value(&o.batch_size)->default_value(o.batch_size),
+      "samples per rank per micro-batch");
+  add("lr", po::value(&o.lr)->default_value(o.lr), "peak SGD learning rate");
+  add("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum");
+  add("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay),
+      "SGD weight decay");
+  add("lr-schedule", po::value(&o.lr_schedule)->default_value(o.lr_schedule),
+      "cosine (decay to 0 over the run) | step (x --lr-gamma every --lr-step-size steps) | none");
+  add("warmup-steps", po::value(&o.warmup_steps)->default_value(o.warmup_steps),
+      "steps of linear learning-rate warm-up");
+  add("lr-step-size", po::value(&o.lr_step_size)->default_value(o.lr_step_size),
+      "step schedule: steps between decays (0: a third of the run)");
+  add("lr-gamma", po::value(&o.lr_gamma)->default_value(o.lr_gamma), "step schedule: factor");
+  add("seed", po::value(&o.seed)->default_value(o.seed),
+      "seed of the model init, the synthetic data, the sampler and augmentation");
+  add("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum),
+      "micro-batches per optimizer step; gradients are all-reduced only on the last one");
+  add("amp", po::value(&o.amp)->default_value(o.amp)->implicit_value("bf16"),
+      "mixed precision: bf16 autocast (CPU and CUDA; --amp alone) | fp16 autocast with a "
+      "gradient scaler (CUDA) | off");
+  add("checkpoint-dir", po::value(&o.checkpoint_dir),
+      "where rank 0 writes checkpoints (after every epoch, every --checkpoint-every steps, on "
+      "SIGUSR1)");
+  add("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every),
+      "steps between checkpoints (0: after every epoch and at the end only)");
+  add("resume", po::bool_switch(&o.resume),
+      "resume from --checkpoint-dir (automatic after a restart when a checkpoint exists)");
+  add("samples", po::value(&o.samples)->default_value(o.samples), "synthetic data set size");
+  add("features", po::value(&o.features)->default_value(o.features),
+      "synthetic feature count (mlp)");
+  add("classes", po::value(&o.classes)->default_value(o.classes), "synthetic class count");
+  add("hidden", po::value(&o.hidden)->default_value(o.hidden), "mlp hidden width");
+  add("image-size", po::value(&o.image_size)->default_value(o.image_size),
+      "synthetic image side for cnn / resnet (1 x S x S)");
+  add("memory-every", po::value(&o.memory_every)->default_value(o.memory_every),
+      "memory checkpoints (after data, forward, backward, optimizer) on each of the first 10 "
+      "steps, then every N steps (0: off)");
+  add("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb),
+      "gradient bucket size in MiB");
+  add("heartbeat-interval",
+      po::value(&o.heartbeat_interval_s)->default_value(o.heartbeat_interval_s),
+      "seconds between telemetry events and progress lines (0: only the closing event)");
+  add("no-preflight", "skip the quick pre-flight check");
+  add("backend", po::value(&o.backend)->default_value(o.backend),
+      "auto | gloo | nccl (auto: nccl with --device cuda, else gloo)");
+  add("device", po::value(&o.device)->default_value(o.device), "cpu | cuda");
+  add("transport", po::value(&o.transport)->default_value(o.transport),
+      "gloo: auto | shm | tcp (auto: shared memory between ranks of one host)");
+  add("timeout", po::value(&o.collective_timeout_s)->default_value(o.collective_timeout_s),
+      "seconds a collective may take before the rank reports a hang and exits 3");
+  add("quiet", po::bool_switch(&o.quiet), "no console progress");
+  add("fail-at-step", po::value(&o.fail_at_step)->default_value(o.fail_at_step),
+      "testing: exit 1 at this step on the first attempt (restart count 0)");
   return d;
 }
 
 void Require(bool ok, const std::string& message) {
   if (!ok) throw UsageError("train: " + message);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// `--amp fp16` as well as `--amp=fp16`: an implicit value never takes the next word by itself.
+std::vector<std::string> JoinAmpValue(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--amp" && i + 1 < args.size() &&
+        (args[i + 1] == "bf16" || args[i + 1] == "fp16" || args[i + 1] == "off")) {
+      out.push_back("--amp=" + args[++i]);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -73,43 +124,112 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
   po::variables_map vm;
   try {
     po::positional_options_description none;  // any stray word is an error
-    po::store(po::command_line_parser(args).options(d).positional(none).run(), vm);
+    po::store(po::command_line_parser(JoinAmpValue(args)).options(d).positional(none).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
   o.preflight = vm.count("no-preflight") == 0;
   if (o.help) return o;
-  Require(o.model == "mlp" || o.model == "cnn",
-          "--model must be mlp or cnn, got '" + o.model + "'");
+  Require(o.model == "mlp" || o.model == "cnn" || o.model == "resnet",
+          "--model must be cnn, mlp or resnet, got '" + o.model + "'");
+  Require(o.steps >= 0 && o.epochs >= 0, "--steps and --epochs must be >= 0");
   Require(o.steps > 0 || o.epochs > 0, "--steps or --epochs must be > 0");
-  Require(o.epochs >= 0, "--epochs must be >= 0");
+  Require(o.eval_every >= 0, "--eval-every must be >= 0");
+  Require(o.eval_batch_size > 0, "--eval-batch-size must be > 0");
   Require(o.batch_size > 0, "--batch-size must be > 0");
-  Require(o.lr > 0, "--lr must be > 0");
-  Require(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1)");
+  Require(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0");
+  Require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1,
+          "--momentum must be in [0, 1)");
+  Require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay must be >= 0");
+  Require(o.lr_schedule == "cosine" || o.lr_schedule == "step" || o.lr_schedule == "none",
+          "--lr-schedule must be cosine, step or none, got '" + o.lr_schedule + "'");
+  Require(o.warmup_steps >= 0, "--warmup-steps must be >= 0");
+  Require(o.lr_step_size >= 0, "--lr-step-size must be >= 0");
+  Require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0 && o.lr_gamma <= 1,
+          "--lr-gamma must be in (0, 1]");
   Require(o.grad_accum > 0, "--grad-accum must be > 0");
+  Require(o.amp == "off" || o.amp == "bf16" || o.amp == "fp16",
+          "--amp must be bf16, fp16 or off, got '" + o.amp + "'");
+  Require(o.amp != "fp16" || o.device == "cuda",
+          "--amp fp16 needs --device cuda (its gradient scaler is for CUDA; on the CPU use --amp "
+          "bf16)");
   Require(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0");
   Require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
           "--checkpoint-every needs --checkpoint-dir");
   Require(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   Require(o.samples > 0, "--samples must be > 0");
   Require(o.features > 0 && o.classes > 1 && o.hidden > 0,
-          "--features, --hidden must be > 0 "
-          "and --classes > 1");
-  Require(o.image_size >= 8, "--image-size must be >= 8");
-  Require(o.bucket_mb > 0, "--bucket-mb must be > 0");
-  Require(o.heartbeat_interval_s >= 0, "--heartbeat-interval must be >= 0");
+          "--features, --hidden must be > 0 and --classes > 1");
+  Require(o.image_size >= 8 && o.image_size <= 1024, "--image-size must be in [8, 1024]");
+  Require(o.memory_every >= 0, "--memory-every must be >= 0");
+  Require(std::isfinite(o.bucket_mb) && o.bucket_mb > 0, "--bucket-mb must be > 0");
+  Require(std::isfinite(o.heartbeat_interval_s) && o.heartbeat_interval_s >= 0,
+          "--heartbeat-interval must be >= 0");
   Require(o.backend == "auto" || o.backend == "gloo" || o.backend == "nccl",
           "--backend must be auto, gloo or nccl");
   Require(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda");
   Require(o.transport == "auto" || o.transport == "shm" || o.transport == "tcp",
           "--transport must be auto, shm or tcp");
   Require(o.backend != "nccl" || o.device == "cuda", "--backend nccl needs --device cuda");
-  Require(o.collective_timeout_s > 0, "--timeout must be > 0");
+  Require(std::isfinite(o.collective_timeout_s) && o.collective_timeout_s > 0 &&
+              o.collective_timeout_s <= 7 * 24 * 3600,
+          "--timeout must be > 0 and at most a week");
+  Require(o.data.empty() || o.data_dir.empty() || o.data == "fashion-mnist",
+          "--data-dir names IDX files; it cannot be combined with --data " + o.data);
   return o;
 }
 
-void ValidateTrainArgs(const std::vector<std::string>& args) { ParseTrainOptions(args); }
+DataSource ResolveDataSource(const TrainOptions& o) {
+  DataSource s;
+  if (!o.data_dir.empty()) {
+    s.kind = DataSource::Kind::kIdx;
+    s.path = o.data_dir;
+  } else if (o.data == "fashion-mnist") {
+    if (!IsDir(kFashionMnistDir)) {
+      throw UsageError(std::string("train: --data fashion-mnist: ") + kFashionMnistDir +
+                       " is missing (apt-get install dataset-fashion-mnist, or --data-dir DIR)");
+    }
+    s.kind = DataSource::Kind::kIdx;
+    s.path = kFashionMnistDir;
+  } else if (o.data == "synthetic") {
+    s.kind = DataSource::Kind::kSynthetic;
+  } else if (!o.data.empty()) {
+    s.kind = DataSource::Kind::kCsv;
+    s.path = o.data;
+  } else {
+    s.defaulted = true;
+    bool images = IsDir(kFashionMnistDir);
+    s.kind = images ? DataSource::Kind::kIdx : DataSource::Kind::kSynthetic;
+    if (images) s.path = kFashionMnistDir;
+  }
+  return s;
+}
+
+TrainOptions ValidateTrainArgs(const std::vector<std::string>& args) {
+  TrainOptions o = ParseTrainOptions(args);
+  if (o.help) return o;
+  DataSource s = ResolveDataSource(o);
+  if (s.kind == DataSource::Kind::kIdx) CheckIdxDataDir(s.path);
+  if (s.kind == DataSource::Kind::kCsv) ReadDataSetFile(s.path);
+  return o;
+}
+
+double ScheduledLearningRate(const TrainOptions& o, int64_t step, int64_t total_steps) {
+  if (step < o.warmup_steps) {
+    return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  }
+  if (o.lr_schedule == "cosine") {
+    int64_t span = std::max<int64_t>(total_steps - o.warmup_steps, 1);
+    double t = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
+    return o.lr * 0.5 * (1.0 + std::cos(M_PI * t));
+  }
+  if (o.lr_schedule == "step") {
+    int64_t size = o.lr_step_size > 0 ? o.lr_step_size : std::max<int64_t>(total_steps / 3, 1);
+    return o.lr * std::pow(o.lr_gamma, static_cast<double>(step / size));
+  }
+  return o.lr;
+}
 
 std::string TrainOptionsHelp() {
   TrainOptions o;

@@ -40,34 +40,40 @@ nlohmann::json TelemetryJson(const TelemetrySample& s) {
 
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device) {
   std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-6s %14s %11s %12s %12s\n", "rank",
-                device == "cuda" ? "peak gpu mem" : "peak rss", "comm share", "samples/s",
-                "step ms p50");
+  char line[200];
+  const bool cuda = device == "cuda";
+  std::snprintf(line, sizeof line, "%-6s %12s %12s %12s %11s %12s %12s\n", "rank",
+                cuda ? "allocated" : "rss", "reserved", cuda ? "peak" : "peak rss", "comm share",
+                "samples/s", "step ms p50");
   out << line;
   double total = 0;
   for (const RankSummary& r : ranks) {
-    std::snprintf(line, sizeof line, "%-6d %14s %10.1f%% %12.1f %12.2f\n", r.rank,
-                  Bytes(r.peak_memory_bytes).c_str(), 100.0 * r.comm_share, r.samples_per_sec,
+    std::snprintf(line, sizeof line, "%-6d %12s %12s %12s %10.1f%% %12.1f %12.2f\n", r.rank,
+                  Bytes(r.allocated_bytes).c_str(), Bytes(r.reserved_bytes).c_str(),
+                  Bytes(r.peak_bytes).c_str(), 100.0 * r.comm_share, r.samples_per_sec,
                   r.step_ms_median);
     out << line;
     total += r.samples_per_sec;
   }
-  std::snprintf(line, sizeof line, "%-6s %14s %11s %12.1f\n", "all", "", "", total);
+  std::snprintf(line, sizeof line, "%-6s %12s %12s %12s %11s %12.1f\n", "all", "", "", "", "",
+                total);
   out << line;
   return out.str();
 }
 
 std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
-                               int slowest_rank, double slowest_step_ms) {
-  char line[200];
-  int n = std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  %.0f samples/s",
-                        static_cast<long long>(step), static_cast<long long>(total), loss,
-                        samples_per_sec);
-  if (slowest_rank >= 0 && n > 0 && static_cast<size_t>(n) < sizeof line) {
-    std::snprintf(line + n, sizeof line - n, "  slowest rank %d (%.1f ms/step)", slowest_rank,
-                  slowest_step_ms);
-  }
+                               int slowest_rank, double slowest_step_ms, double train_accuracy) {
+  char line[240];
+  int n = std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f",
+                        static_cast<long long>(step), static_cast<long long>(total), loss);
+  auto append = [&](const char* fmt, auto... args) {
+    if (n > 0 && static_cast<size_t>(n) < sizeof line) {
+      n += std::snprintf(line + n, sizeof line - n, fmt, args...);
+    }
+  };
+  if (train_accuracy >= 0) append("  train acc %.1f%%", 100 * train_accuracy);
+  append("  %.0f samples/s", samples_per_sec);
+  if (slowest_rank >= 0) append("  slowest rank %d (%.1f ms/step)", slowest_rank, slowest_step_ms);
   return line;
 }
 

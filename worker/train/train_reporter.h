@@ -47,18 +47,25 @@ nlohmann::json TelemetryJson(const TelemetrySample& s);
 // Per-rank totals gathered at the end for rank 0's table.
 struct RankSummary {
   int rank = 0;
-  double peak_memory_bytes = 0;  // device peak on CUDA, peak RSS on CPU
-  double comm_share = 0;         // communication wait / step time
+  // CUDA: the caching allocator's allocated / reserved / peak bytes; CPU: resident memory at the
+  // end, -1 (no reserve), peak resident memory.
+  double allocated_bytes = -1;
+  double reserved_bytes = -1;
+  double peak_bytes = -1;
+  double comm_share = 0;  // communication wait / step time
   double samples_per_sec = 0;
   double step_ms_median = 0;
 };
 
-// "rank  peak memory  comm share  samples/s  step ms" table, one row per rank, plus a total line.
+// "rank  allocated  reserved  peak  comm share  samples/s  step ms p50" table, one row per rank,
+// plus a total line.
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device);
 
-// "step 120/500  loss 0.4321  4210 samples/s  slowest rank 2 (31.2 ms/step)"
+// "step 120/500  loss 0.4321  train acc 84.2%  4210 samples/s  slowest rank 2 (31.2 ms/step)";
+// no accuracy when train_accuracy < 0.
 std::string FormatProgressLine(int64_t step, int64_t total, double loss, double samples_per_sec,
-                               int slowest_rank, double slowest_step_ms);
+                               int slowest_rank, double slowest_step_ms,
+                               double train_accuracy = -1);
 
 class TrainReporter {
  public:

@@ -1,167 +1,67 @@
-// RunTrain: the rank-side driver of `dlaunch train`. The only file of the trainer that knows about
-// options, data, model, DDP, checkpoints and telemetry at once.
+// RunTrain: set-up, the training step, distributed evaluation and checkpoints of `dlaunch train`.
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
-#include <sys/resource.h>
+#include <signal.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/optim/sgd.h>
-#include <unistd.h>
+#include <torch/serialize.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <mutex>
 #include <new>
-#include <regex>
+#include <random>
 
 #ifdef DLAUNCH_TORCH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <cuda_runtime_api.h>
 #include <torch/cuda.h>
 #endif
 
-#include "core/base/format.h"
-#include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
-#include "worker/train/checkpoint.h"
-#include "worker/train/data_set.h"
-#include "worker/train/ddp.h"
-#include "worker/train/distributed_sampler.h"
 #include "worker/train/models.h"
 #include "worker/train/quick_preflight.h"
-#include "worker/train/train.h"
-#include "worker/train/train_options.h"
-#include "worker/train/train_reporter.h"
+#include "worker/train/trainer.h"
 
 namespace dlaunch::worker {
+
+std::atomic<bool> g_checkpoint_requested{false};
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+namespace F = torch::nn::functional;
 
 // Ranks run as threads in tests share torch's global generator: model initialisation holds this so
 // rank 0's weights do not depend on what other threads drew meanwhile.
 std::mutex g_init_mu;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-int64_t MemTotalBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = -1;
-  if (in >> key >> kb && key == "MemTotal:") return kb * 1024;
-  return -1;
+core::Buffer BufferOf(const torch::Tensor& t, core::DataType dtype) {
+  core::Buffer b;
+  b.ptr = t.data_ptr();
+  b.count = static_cast<size_t>(t.numel());
+  b.dtype = dtype;
+  b.device = t.is_cuda() ? core::DeviceType::kCuda : core::DeviceType::kCpu;
+  b.device_index = t.is_cuda() ? t.get_device() : 0;
+  return b;
 }
 
-struct DeviceMemory {
-  int64_t allocated = -1, reserved = -1, peak = -1, free = -1, total = -1;
-};
-
-DeviceMemory ReadDeviceMemory(bool cuda, int device) {
-  DeviceMemory m;
-#ifdef DLAUNCH_TORCH_CUDA
-  if (cuda) {
-    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-    using c10::cuda::CUDACachingAllocator::StatType;
-    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
-    m.allocated = stats.allocated_bytes[agg].current;
-    m.reserved = stats.reserved_bytes[agg].current;
-    m.peak = stats.allocated_bytes[agg].peak;
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
-      m.free = static_cast<int64_t>(free_b);
-      m.total = static_cast<int64_t>(total_b);
-    }
-  }
-#endif
-  return m;
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
 }
 
-// "you tried to allocate 1234 bytes" (CPU allocator) or "Tried to allocate 2.00 GiB" (CUDA).
-int64_t TriedToAllocate(const std::string& message) {
-  std::smatch m;
-  static const std::regex cpu("tried to allocate ([0-9]+) bytes");
-  static const std::regex cuda("Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)");
-  if (std::regex_search(message, m, cpu)) return std::stoll(m[1]);
-  if (std::regex_search(message, m, cuda)) {
-    double v = std::stod(m[1]);
-    const std::string unit = m[2];
-    double scale = unit == "KiB"   ? 1024.0
-                   : unit == "MiB" ? 1048576.0
-                   : unit == "GiB" ? 1073741824.0
-                   : unit == "TiB" ? 1099511627776.0
-                                   : 1.0;
-    return static_cast<int64_t>(v * scale);
-  }
-  return -1;
+}  // namespace
+
+double Ms(Trainer::Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
 }
 
-bool LooksLikeAllocationFailure(const std::string& message) {
-  return message.find("can't allocate memory") != std::string::npos ||
-         message.find("out of memory") != std::string::npos ||
-         message.find("Cannot allocate memory") != std::string::npos;
-}
-
-class Trainer {
- public:
-  Trainer(const TrainContext& ctx, TrainOptions opts)
-      : ctx_(ctx), opts_(std::move(opts)), reporter_(ctx) {}
-
-  // Blocks for the whole run; returns the rank's exit code.
-  int Run();
-
- private:
-  int RunOnce();
-  void Setup();
-  void Train();
-  void Heartbeat(bool final_beat);
-  void Finish();
-  void SaveCheckpointNow();
-  int ReportOom(const std::string& what);
-  int ReportFailure(const std::string& kind, const std::string& message, int exit_code);
-  torch::Tensor Batch(const std::vector<int64_t>& indices, int64_t first, torch::Tensor* labels);
-  CheckpointMeta Meta() const;
-  void Say(const std::string& line);
-
-  const TrainContext& ctx_;
-  TrainOptions opts_;
-  TrainReporter reporter_;
-  std::shared_ptr<core::Communicator> comm_;
-  torch::Device device_{torch::kCPU};
-  bool cuda_ = false;
-  DataSet data_;
-  torch::Tensor features_, labels_;
-  torch::nn::Sequential model_{nullptr};
-  std::unique_ptr<torch::optim::SGD> optimizer_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
-  std::unique_ptr<DistributedSampler> sampler_;
-  int64_t steps_per_epoch_ = 0;
-  int64_t total_steps_ = 0;
-  int64_t step_ = 0;  // optimizer steps completed
-  core::Phase phase_ = core::Phase::kInit;
-  double last_loss_ = 0;
-
-  // Window since the last heartbeat, and totals for the end-of-run table.
-  Clock::time_point window_start_;
-  Clock::time_point last_beat_;
-  int64_t window_steps_ = 0;
-  double window_step_ms_ = 0, window_comm_ms_ = 0;
-  int64_t window_bytes_ = 0;
-  double total_step_ms_ = 0, total_comm_ms_ = 0;
-  int64_t total_samples_ = 0;
-  std::vector<double> step_ms_;
-  std::mutex console_mu_;  // rank 0's console: Say() and the reporter thread's progress line
-  bool live_line_ = false;
-  bool preflight_failed_ = false;
-  Clock::time_point train_start_;
-  double telemetry_ms_ = 0;  // time spent in Heartbeat()
-};
+Trainer::Trainer(const TrainContext& ctx, TrainOptions opts)
+    : ctx_(ctx), opts_(std::move(opts)), reporter_(ctx) {}
 
 void Trainer::Say(const std::string& line) {
   if (ctx_.rank != 0 || opts_.quiet) return;
@@ -181,51 +81,44 @@ CheckpointMeta Trainer::Meta() const {
   return m;
 }
 
-void Trainer::Setup() {
-  if (opts_.device == "cuda") {
-#ifdef DLAUNCH_TORCH_CUDA
-    if (!torch::cuda::is_available())
-      throw UsageError("train: --device cuda but no GPU is visible");
-    cuda_ = true;
-    device_ = torch::Device(
-        torch::kCUDA, static_cast<c10::DeviceIndex>(ctx_.local_rank % torch::cuda::device_count()));
-#else
-    throw UsageError("train: --device cuda, but this build's libtorch has no CUDA");
-#endif
-  }
-  if (opts_.amp && !cuda_) Say("--amp ignored: bf16 autocast applies to CUDA only");
-
+void Trainer::LoadData() {
   phase_ = core::Phase::kData;
-  if (opts_.data_file.empty()) {
-    int64_t dim = opts_.model == "cnn" ? opts_.image_size * opts_.image_size : opts_.features;
-    data_ = MakeSyntheticDataSet(opts_.samples, dim, opts_.classes, opts_.seed);
+  DataSource src = ResolveDataSource(opts_);
+  if (src.kind == DataSource::Kind::kIdx) {
+    TrainTestData d = LoadIdxDataSet(src.path);
+    train_ = std::move(d.train);
+    test_ = std::move(d.test);
+  } else if (src.kind == DataSource::Kind::kCsv) {
+    train_ = ReadDataSetFile(src.path);
   } else {
-    data_ = ReadDataSetFile(opts_.data_file);
+    if (src.defaulted) Say(std::string(kFashionMnistDir) + " is not installed: synthetic data");
+    const bool images = opts_.model != "mlp";
+    int64_t dim = images ? opts_.image_size * opts_.image_size : opts_.features;
+    train_ = MakeSyntheticDataSet(opts_.samples, dim, opts_.classes, opts_.seed);
+    test_ = MakeSyntheticDataSet(std::max<int64_t>(opts_.samples / 4, 1), dim, opts_.classes,
+                                 opts_.seed, /*stream=*/1);
   }
-  features_ =
-      torch::from_blob(data_.features.data(), {data_.size, data_.feature_dim}, torch::kFloat32);
-  labels_ = torch::from_blob(data_.labels.data(), {data_.size}, torch::kInt64);
+  if (!train_.images()) {
+    features_ = torch::from_blob(train_.features.data(), {train_.size, train_.feature_dim},
+                                 torch::kFloat32);
+    labels_ = torch::from_blob(train_.labels.data(), {train_.size}, torch::kInt64);
+  }
+  if (opts_.augment && !train_.images()) {
+    throw UsageError("train: --augment needs image data (--data fashion-mnist or --data-dir)");
+  }
   sampler_ =
-      std::make_unique<DistributedSampler>(data_.size, ctx_.rank, ctx_.world_size, opts_.seed);
+      std::make_unique<DistributedSampler>(train_.size, ctx_.rank, ctx_.world_size, opts_.seed);
   steps_per_epoch_ = sampler_->samples_per_rank() / (opts_.batch_size * opts_.grad_accum);
   if (steps_per_epoch_ == 0) {
     throw UsageError(
-        "train: " + std::to_string(data_.size) + " samples over " +
+        "train: " + std::to_string(train_.size) + " samples over " +
         std::to_string(ctx_.world_size) + " ranks do not fill one step of --batch-size " +
         std::to_string(opts_.batch_size) + " x --grad-accum " + std::to_string(opts_.grad_accum));
   }
-  total_steps_ = opts_.epochs > 0 ? opts_.epochs * steps_per_epoch_ : opts_.steps;
+  total_steps_ = opts_.steps > 0 ? opts_.steps : opts_.epochs * steps_per_epoch_;
+}
 
-  phase_ = core::Phase::kInit;
-  {
-    std::lock_guard<std::mutex> lock(g_init_mu);
-    torch::manual_seed(opts_.seed);
-    model_ = MakeModel(opts_.model, {data_.feature_dim, data_.classes, opts_.hidden});
-  }
-  model_->to(device_);
-  optimizer_ = std::make_unique<torch::optim::SGD>(
-      model_->parameters(), torch::optim::SGDOptions(opts_.lr).momentum(opts_.momentum));
-
+void Trainer::SetupCommunicator() {
   core::CommOptions co;
   co.backend = opts_.backend == "auto" ? (cuda_ ? "nccl" : "gloo") : opts_.backend;
   co.rank = ctx_.rank;
@@ -234,7 +127,7 @@ void Trainer::Setup() {
     co.store =
         core::MakePrefixStore("train/" + std::to_string(ctx_.restart_count) + "/comm/", ctx_.store);
   }
-  co.timeout = std::chrono::milliseconds(static_cast<int64_t>(opts_.collective_timeout_s * 1000));
+  co.timeout = timeout_;
   co.device_index = cuda_ ? device_.index() : -1;
   co.transport = opts_.transport;
   if (!ctx_.rank_dir.empty()) co.flight_dump_path = rundir::RankDir(ctx_.rank_dir).flight();
@@ -260,11 +153,46 @@ void Trainer::Setup() {
           }
         });
   }
+}
+
+void Trainer::Setup() {
+  timeout_ = std::chrono::milliseconds(static_cast<int64_t>(opts_.collective_timeout_s * 1000));
+  if (opts_.device == "cuda") {
+#ifdef DLAUNCH_TORCH_CUDA
+    if (!torch::cuda::is_available())
+      throw UsageError("train: --device cuda but no GPU is visible");
+    cuda_ = true;
+    device_ = torch::Device(
+        torch::kCUDA, static_cast<c10::DeviceIndex>(ctx_.local_rank % torch::cuda::device_count()));
+#else
+    throw UsageError("train: --device cuda, but this build's libtorch has no CUDA");
+#endif
+  }
+  LoadData();
+
+  phase_ = core::Phase::kInit;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mu);
+    torch::manual_seed(opts_.seed);
+    model_ = MakeModel(opts_.model, {train_.feature_dim, train_.height, train_.width,
+                                     train_.classes, opts_.hidden});
+  }
+  model_->to(device_);
+  optimizer_ = std::make_unique<torch::optim::SGD>(
+      model_->parameters(),
+      torch::optim::SGDOptions(opts_.lr).momentum(opts_.momentum).weight_decay(opts_.weight_decay));
+  if (opts_.amp == "fp16") {
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+    amp_scale_ = torch::full({1}, 65536.0, f32);
+    amp_found_inf_ = torch::zeros({1}, f32);
+    amp_growth_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(device_));
+  }
+  SetupCommunicator();
 
   if (opts_.preflight && ctx_.world_size > 1) {
     phase_ = core::Phase::kPreflight;
     reporter_.Status([](core::RankStatus& s) { s.phase = core::Phase::kPreflight; });
-    QuickPreflightResult pf = RunQuickPreflight(*comm_, 4 << 20, co.timeout);
+    QuickPreflightResult pf = RunQuickPreflight(*comm_, 4 << 20, timeout_);
     reporter_.Event("preflight", {{"ok", pf.ok},
                                   {"busbw_gbps", pf.busbw_gbps},
                                   {"barrier_ms", pf.barrier_ms},
@@ -292,30 +220,144 @@ void Trainer::Setup() {
   }
   // Ranks must agree on where they start; rank 0's word counts.
   int64_t start = step_;
-  comm_->Broadcast({&start, 1, core::DataType::kInt64}, 0)->Wait(co.timeout);
+  comm_->Broadcast({&start, 1, core::DataType::kInt64}, 0)->Wait(timeout_);
   step_ = start;
+  last_eval_step_ = step_;
 
-  DdpOptions dopts;
+  ddp::DdpOptions dopts;
   dopts.bucket_cap_mb = opts_.bucket_mb;
-  dopts.timeout = co.timeout;
-  ddp_ = std::make_unique<DistributedDataParallel>(model_->parameters(), comm_, dopts);
-  ddp_->TakeStats();  // the broadcast is set-up, not step traffic
+  dopts.timeout = timeout_;
+  ddp_ = std::make_unique<ddp::DistributedDataParallel>(model_->parameters(), comm_, dopts);
+  BroadcastBuffers();
+  ddp_->TakeStats();  // the broadcasts are set-up, not step traffic
 }
 
-torch::Tensor Trainer::Batch(const std::vector<int64_t>& indices, int64_t first,
-                             torch::Tensor* labels) {
-  torch::Tensor idx = torch::from_blob(const_cast<int64_t*>(indices.data()) + first,
-                                       {opts_.batch_size}, torch::kInt64);
-  *labels = labels_.index_select(0, idx).to(device_);
-  return features_.index_select(0, idx).to(device_);
+torch::Tensor Trainer::Images(const DataSet& d, const uint8_t* rows, int64_t count) {
+  torch::Tensor u8 =
+      torch::from_blob(const_cast<uint8_t*>(rows), {count, d.feature_dim}, torch::kUInt8);
+  // Bytes cross to the device, floats are made there.
+  return u8.to(device_).to(torch::kFloat32).sub_(d.mean * 255.0f).div_(d.stddev * 255.0f);
+}
+
+torch::Tensor Trainer::TrainBatch(const std::vector<int64_t>& indices, int64_t first,
+                                  torch::Tensor* labels) {
+  const int64_t b = opts_.batch_size;
+  torch::Tensor idx =
+      torch::from_blob(const_cast<int64_t*>(indices.data()) + first, {b}, torch::kInt64);
+  if (!train_.images()) {
+    *labels = labels_.index_select(0, idx).to(device_);
+    return features_.index_select(0, idx).to(device_);
+  }
+  const int64_t dim = train_.feature_dim;
+  batch_pixels_.resize(static_cast<size_t>(b * dim));
+  std::vector<int64_t> y(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t s = indices[first + i];
+    std::copy_n(train_.pixels.data() + s * dim, dim, batch_pixels_.data() + i * dim);
+    y[i] = train_.labels[s];
+  }
+  if (opts_.augment) {
+    // Seeded by position, so a resumed run augments exactly as the uninterrupted one.
+    std::mt19937_64 rng(opts_.seed * 0x9E3779B97F4A7C15ull ^
+                        (static_cast<uint64_t>(first) << 20 ^ static_cast<uint64_t>(step_) << 1 ^
+                         static_cast<uint64_t>(ctx_.rank) << 48));
+    AugmentImages(batch_pixels_.data(), b, train_.height, train_.width, rng);
+  }
+  *labels = torch::from_blob(y.data(), {b}, torch::kInt64)
+                .to(device_, /*non_blocking=*/false,
+                    /*copy=*/true);
+  return Images(train_, batch_pixels_.data(), b);
+}
+
+torch::Tensor Trainer::Logits(const torch::Tensor& x) {
+  if (opts_.amp == "off") return model_->forward(x);
+  const at::ScalarType dtype = opts_.amp == "fp16" ? at::kHalf : at::kBFloat16;
+  if (cuda_) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(true);
+  }
+  torch::Tensor out;
+  try {
+    out = model_->forward(x);
+  } catch (...) {
+    at::autocast::set_enabled(false);
+    at::autocast::set_cpu_enabled(false);
+    throw;
+  }
+  at::autocast::set_enabled(false);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  // The loss is taken in float32 outside autocast, as torch.autocast's fp32 list does.
+  return out.to(torch::kFloat32);
+}
+
+double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
+  double loss_sum = 0;
+  StartMemoryCheckpoints();
+  for (int64_t m = 0; m < opts_.grad_accum; ++m) {
+    phase_ = core::Phase::kData;
+    torch::Tensor y;
+    torch::Tensor x = TrainBatch(indices, (pos * opts_.grad_accum + m) * opts_.batch_size, &y);
+    MemoryCheckpoint(MemoryPhase::kData);
+    std::optional<ddp::DistributedDataParallel::NoSync> no_sync;
+    if (m + 1 < opts_.grad_accum) no_sync.emplace(*ddp_);
+    phase_ = core::Phase::kForward;
+    torch::Tensor logits = Logits(x);
+    torch::Tensor loss = F::cross_entropy(logits, y) / static_cast<double>(opts_.grad_accum);
+    torch::Tensor correct = logits.detach().argmax(1).eq(y).sum();
+    window_correct_ = window_correct_.defined() ? window_correct_ + correct : correct;
+    window_seen_ += opts_.batch_size;
+    MemoryCheckpoint(MemoryPhase::kForward);
+    phase_ = core::Phase::kBackward;
+    try {
+      (amp_scale_.defined() ? loss * amp_scale_ : loss).backward();
+    } catch (...) {
+      ddp_->RethrowSyncError();
+      throw;
+    }
+    MemoryCheckpoint(MemoryPhase::kBackward);
+    loss_sum += loss.item<double>();
+  }
+  if (!std::isfinite(loss_sum)) {
+    // Stop here: training on would only spread the NaN through every rank's weights.
+    throw Error(ErrorKind::kInternal,
+                std::string("loss became ") + (std::isnan(loss_sum) ? "NaN" : "inf") + " at step " +
+                    std::to_string(step_ + 1) + " on rank " + std::to_string(ctx_.rank));
+  }
+  phase_ = core::Phase::kOptimizer;
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::SGDOptions&>(group.options())
+        .lr(ScheduledLearningRate(opts_, step_, total_steps_));
+  }
+  if (amp_scale_.defined()) {
+    // torch.cuda.amp.GradScaler: unscale, skip the step on inf/NaN gradients (every rank sees the
+    // same averaged gradients, so all skip together), then adapt the scale.
+    std::vector<torch::Tensor> grads;
+    for (auto& p : model_->parameters()) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    amp_found_inf_.zero_();
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, amp_found_inf_, amp_scale_.reciprocal());
+    if (amp_found_inf_.item<float>() == 0) optimizer_->step();
+    at::_amp_update_scale_(amp_scale_, amp_growth_, amp_found_inf_, 2.0, 0.5, 2000);
+  } else {
+    optimizer_->step();
+  }
+  optimizer_->zero_grad();
+  MemoryCheckpoint(MemoryPhase::kOptimizer);
+  return loss_sum;
 }
 
 void Trainer::Train() {
   std::vector<int64_t> indices;
   int64_t indices_epoch = -1;
-  window_start_ = last_beat_ = train_start_ = Clock::now();
+  window_start_ = last_beat_ = train_start_ = epoch_start_ = memory_window_start_ = Clock::now();
   const auto interval = std::chrono::duration<double>(opts_.heartbeat_interval_s);
-  Say("training " + opts_.model + " on " + std::to_string(ctx_.world_size) +
+  Say("training " + opts_.model + " on " + train_.name + " (" + std::to_string(train_.size) +
+      " samples) on " + std::to_string(ctx_.world_size) +
       " ranks: " + std::to_string(total_steps_) + " steps, batch " +
       std::to_string(opts_.batch_size) + " per rank x " + std::to_string(opts_.grad_accum) +
       " accumulation, " + std::to_string(ddp_->buckets().size()) + " gradient buckets");
@@ -330,45 +372,14 @@ void Trainer::Train() {
       indices = sampler_->Indices(epoch);
       indices_epoch = epoch;
     }
-    int64_t pos = step_ % steps_per_epoch_;
-    double loss_sum = 0;
-    for (int64_t m = 0; m < opts_.grad_accum; ++m) {
-      phase_ = core::Phase::kForward;
-      torch::Tensor y;
-      torch::Tensor x = Batch(indices, (pos * opts_.grad_accum + m) * opts_.batch_size, &y);
-      std::optional<DistributedDataParallel::NoSync> no_sync;
-      if (m + 1 < opts_.grad_accum) no_sync.emplace(*ddp_);
-      torch::Tensor loss;
-      if (opts_.amp && cuda_) {
-        at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-        at::autocast::set_enabled(true);
-        loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
-        at::autocast::set_enabled(false);
-        at::autocast::clear_cache();
-      } else {
-        loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
-      }
-      loss = loss / static_cast<double>(opts_.grad_accum);
-      phase_ = core::Phase::kBackward;
-      try {
-        loss.backward();
-      } catch (...) {
-        ddp_->RethrowSyncError();
-        throw;
-      }
-      loss_sum += loss.item<double>();
-    }
-    phase_ = core::Phase::kOptimizer;
-    optimizer_->step();
-    optimizer_->zero_grad();
+    last_loss_ = Step(indices, step_ % steps_per_epoch_);
     ++step_;
-    last_loss_ = loss_sum;
     if (cuda_) {
 #ifdef DLAUNCH_TORCH_CUDA
       torch::cuda::synchronize();
 #endif
     }
-    DdpStats st = ddp_->TakeStats();
+    ddp::DdpStats st = ddp_->TakeStats();
     double ms = Ms(Clock::now() - t0);
     step_ms_.push_back(ms);
     window_steps_++;
@@ -378,23 +389,129 @@ void Trainer::Train() {
     total_step_ms_ += ms;
     total_comm_ms_ += st.comm_wait_ms;
     total_samples_ += opts_.batch_size * opts_.grad_accum;
+    memory_window_samples_ += opts_.batch_size * opts_.grad_accum;
+    epoch_loss_sum_ += last_loss_;
+    epoch_loss_steps_++;
+    PostMemoryCheckpoints();
 
-    if (!opts_.checkpoint_dir.empty() && ctx_.rank == 0 &&
-        ((opts_.checkpoint_every > 0 && step_ % opts_.checkpoint_every == 0) ||
-         step_ == total_steps_)) {
-      SaveCheckpointNow();
+    const bool epoch_end = step_ % steps_per_epoch_ == 0;
+    if (test_.size > 0 && (epoch_end || step_ == total_steps_ ||
+                           (opts_.eval_every > 0 && step_ % opts_.eval_every == 0))) {
+      Evaluate(epoch_end);
+    }
+    if (ctx_.rank == 0) {
+      if (!opts_.checkpoint_dir.empty() &&
+          ((opts_.checkpoint_every > 0 && step_ % opts_.checkpoint_every == 0) || epoch_end ||
+           step_ == total_steps_)) {
+        SaveCheckpointNow(epoch_end ? "epoch" : "step");
+      }
+      if (g_checkpoint_requested.exchange(false)) SaveCheckpointNow("SIGUSR1");
     }
     if (opts_.heartbeat_interval_s > 0 && Clock::now() - last_beat_ >= interval) Heartbeat(false);
   }
 }
 
-void Trainer::SaveCheckpointNow() {
+void Trainer::AllReduceSum(double* values, size_t count) {
+  torch::Tensor t =
+      torch::from_blob(values, {static_cast<int64_t>(count)}, torch::kFloat64).to(device_);
+  comm_->AllReduce(BufferOf(t, core::DataType::kFloat64), core::ReduceOp::kSum)->Wait(timeout_);
+  t = t.cpu();
+  std::copy_n(t.data_ptr<double>(), count, values);
+}
+
+void Trainer::BroadcastBuffers() {
+  // Batch-norm running statistics are not parameters: like PyTorch's DDP (broadcast_buffers),
+  // every rank takes rank 0's, so the model evaluated and checkpointed is one model.
+  if (ctx_.world_size == 1) return;
+  for (auto& b : model_->buffers()) {
+    if (b.scalar_type() != torch::kFloat32 || !b.is_contiguous()) continue;
+    comm_->Broadcast(BufferOf(b, core::DataType::kFloat32), 0)->Wait(timeout_);
+  }
+}
+
+void Trainer::Evaluate(bool epoch_end) {
+  auto t0 = Clock::now();
+  evaluating_ = true;
+  phase_ = core::Phase::kForward;
+  BroadcastBuffers();
+  model_->eval();
+  const Shard shard = EvalShard(test_.size, ctx_.rank, ctx_.world_size);
+  // correct, summed loss, images, then the train loss since the last evaluation.
+  double sums[5] = {0, 0, static_cast<double>(shard.end - shard.begin), epoch_loss_sum_,
+                    static_cast<double>(epoch_loss_steps_)};
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t first = shard.begin; first < shard.end; first += opts_.eval_batch_size) {
+      const int64_t n = std::min(opts_.eval_batch_size, shard.end - first);
+      torch::Tensor x = test_.images()
+                            ? Images(test_, test_.pixels.data() + first * test_.feature_dim, n)
+                            : torch::from_blob(test_.features.data() + first * test_.feature_dim,
+                                               {n, test_.feature_dim}, torch::kFloat32)
+                                  .to(device_);
+      torch::Tensor y =
+          torch::from_blob(test_.labels.data() + first, {n}, torch::kInt64).to(device_);
+      torch::Tensor logits = Logits(x);
+      sums[0] += logits.argmax(1).eq(y).sum().item<double>();
+      sums[1] += F::cross_entropy(logits, y, F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                     .item<double>();
+    }
+  }
+  model_->train();
+  AllReduceSum(sums, 5);
+  evaluating_ = false;
+  const double accuracy = sums[0] / std::max(sums[2], 1.0);
+  const double test_loss = sums[1] / std::max(sums[2], 1.0);
+  const double train_loss = sums[3] / std::max(sums[4], 1.0);
+  const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+  const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  const int64_t epoch = (step_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  if (ctx_.rank == 0) {
+    json body = {{"event", "eval"},
+                 {"epoch", epoch},
+                 {"test_accuracy", accuracy},
+                 {"test_loss", test_loss},
+                 {"step", step_},
+                 {"train_loss", train_loss},
+                 {"images", static_cast<int64_t>(sums[2])},
+                 {"eval_ms", Ms(Clock::now() - t0)}};
+    reporter_.Post([this, body] { reporter_.Event("eval", body); });
+    std::string head = epoch_end
+                           ? "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs)
+                           : "step " + std::to_string(step_) + "/" + std::to_string(total_steps_);
+    Say(head + ": train loss " + Fixed(train_loss, 4) + ", test loss " + Fixed(test_loss, 4) +
+        ", test accuracy " + Fixed(100 * accuracy, 2) + "% (" +
+        std::to_string(static_cast<int64_t>(sums[2])) + " images), " + Fixed(seconds, 1) + " s");
+  }
+  last_eval_step_ = step_;
+  if (epoch_end) {
+    epoch_loss_sum_ = 0;
+    epoch_loss_steps_ = 0;
+    epoch_start_ = Clock::now();
+  }
+}
+
+std::string Trainer::CheckpointDir() const {
+  if (!opts_.checkpoint_dir.empty()) return opts_.checkpoint_dir;
+  return ctx_.run_dir.empty() ? std::string() : ctx_.run_dir + "/checkpoint";
+}
+
+void Trainer::SaveCheckpointNow(const std::string& reason) {
+  const std::string dir = CheckpointDir();
+  if (dir.empty()) {
+    std::cerr << "rank 0: " << reason << ": no --checkpoint-dir and no run directory: no checkpoint"
+              << std::endl;
+    return;
+  }
   core::Phase before = phase_;
   phase_ = core::Phase::kCheckpoint;
   try {
-    SaveCheckpoint(opts_.checkpoint_dir, Meta(), *model_, *optimizer_);
+    SaveCheckpoint(dir, Meta(), *model_, *optimizer_);
     reporter_.Event("checkpoint",
-                    {{"step", step_}, {"path", CheckpointPath(opts_.checkpoint_dir)}});
+                    {{"step", step_}, {"path", CheckpointPath(dir)}, {"reason", reason}});
+    if (reason == "SIGUSR1") {
+      Say("SIGUSR1: checkpoint at step " + std::to_string(step_) + " written to " +
+          CheckpointPath(dir) + "; training goes on");
+    }
   } catch (const dlaunch::Error& e) {
     // Training goes on: the previous checkpoint is intact, and losing the run over a full disk
     // would cost more than a stale checkpoint.
@@ -402,192 +519,6 @@ void Trainer::SaveCheckpointNow() {
     reporter_.Event("error", {{"message", e.what()}, {"step", step_}});
   }
   phase_ = before;
-}
-
-void Trainer::Heartbeat(bool final_beat) {
-  auto now = Clock::now();
-  // What telemetry itself costs the run (events, status, store round trips, the console line),
-  // measured rather than inferred from noisy step times.
-  struct Timer {
-    double& total;
-    Clock::time_point start = Clock::now();
-    ~Timer() { total += Ms(Clock::now() - start); }
-  } timer{telemetry_ms_};
-  double secs = std::chrono::duration<double>(now - window_start_).count();
-  TelemetrySample s;
-  s.step = step_;
-  s.total_steps = total_steps_;
-  s.loss = last_loss_;
-  s.phase = final_beat ? core::Phase::kDone : phase_;
-  int64_t n = std::max<int64_t>(window_steps_, 1);
-  s.samples_per_sec = secs > 0 ? window_steps_ * opts_.batch_size * opts_.grad_accum / secs : 0;
-  s.step_ms = window_step_ms_ / n;
-  s.comm_wait_ms = window_comm_ms_ / n;
-  s.compute_ms = s.step_ms - s.comm_wait_ms;
-  s.bytes_communicated = window_bytes_;
-  s.rss_bytes = core::CurrentRssBytes();
-  s.peak_rss_bytes = core::PeakRssBytes();
-  DeviceMemory dm = ReadDeviceMemory(cuda_, device_.index());
-  s.device_allocated_bytes = dm.allocated;
-  s.device_reserved_bytes = dm.reserved;
-  s.device_peak_bytes = dm.peak;
-  s.device_free_bytes = dm.free;
-  s.device_total_bytes = dm.total;
-  json body = TelemetryJson(s);
-  if (final_beat) {
-    // Whole-run figures, for benchmarks and the end-of-run table.
-    std::vector<double> sorted = step_ms_;
-    std::sort(sorted.begin(), sorted.end());
-    body["step_ms_median"] = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    body["comm_share"] = total_step_ms_ > 0 ? total_comm_ms_ / total_step_ms_ : 0;
-    body["train_ms"] = Ms(now - train_start_);
-    body["telemetry_ms"] = telemetry_ms_;
-    body["run_samples_per_sec"] = total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0;
-  }
-  reporter_.Status([&s](core::RankStatus& st) {
-    st.step = s.step;
-    st.phase = s.phase;
-    st.loss = s.loss;
-    st.samples_per_sec = s.samples_per_sec;
-    st.rss_bytes = s.rss_bytes;
-    st.peak_rss_bytes = s.peak_rss_bytes;
-    st.device_allocated_bytes = s.device_allocated_bytes;
-    st.device_reserved_bytes = s.device_reserved_bytes;
-    st.device_peak_bytes = s.device_peak_bytes;
-  });
-  // Round trips to the coordinator happen on the reporter's thread, off the training step.
-  reporter_.Post([this, body = std::move(body), s, final_beat] {
-    reporter_.Event("telemetry", body);
-    // The slowest rank comes through the store: a collective here would force every rank to
-    // beat at the same step, and a slow rank is exactly the one that would make that wait.
-    if (!ctx_.store || final_beat) return;
-    const std::string prefix = "train/" + std::to_string(ctx_.restart_count) + "/step_ms/";
-    ctx_.store->Set(prefix + std::to_string(ctx_.rank), std::to_string(s.step_ms));
-    if (ctx_.rank != 0 || opts_.quiet) return;
-    int slowest = 0;
-    double slowest_ms = s.step_ms;
-    for (int r = 1; r < ctx_.world_size; ++r) {
-      const std::string key = prefix + std::to_string(r);
-      if (!ctx_.store->Check(key)) continue;
-      double v = std::stod(ctx_.store->Get(key, std::chrono::seconds(1)));
-      if (v > slowest_ms) slowest = r, slowest_ms = v;
-    }
-    std::string line = FormatProgressLine(s.step, s.total_steps, s.loss,
-                                          s.samples_per_sec * ctx_.world_size, slowest, slowest_ms);
-    std::lock_guard<std::mutex> lock(console_mu_);
-    if (isatty(STDOUT_FILENO)) {
-      std::cout << "\r[train] " << line << "\x1b[K" << std::flush;
-      live_line_ = true;
-    } else {
-      std::cout << "[train] " << line << std::endl;
-    }
-  });
-  window_start_ = last_beat_ = now;
-  window_steps_ = 0;
-  window_step_ms_ = window_comm_ms_ = 0;
-  window_bytes_ = 0;
-}
-
-void Trainer::Finish() {
-  // The closing event is written even with heartbeats off: one line per run costs nothing.
-  Heartbeat(true);
-  RankSummary mine;
-  std::vector<double> sorted = step_ms_;
-  std::sort(sorted.begin(), sorted.end());
-  double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  DeviceMemory dm = ReadDeviceMemory(cuda_, device_.index());
-  double local[4] = {
-      cuda_ ? static_cast<double>(dm.peak) : static_cast<double>(core::PeakRssBytes()),
-      total_step_ms_ > 0 ? total_comm_ms_ / total_step_ms_ : 0,
-      total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0, median};
-  std::vector<double> all(4 * ctx_.world_size);
-  comm_
-      ->AllGather({local, 4, core::DataType::kFloat64},
-                  {all.data(), all.size(), core::DataType::kFloat64})
-      ->Wait(std::chrono::milliseconds(static_cast<int64_t>(opts_.collective_timeout_s * 1000)));
-  reporter_.Flush();  // the closing event is written, the last progress line printed
-  if (ctx_.rank == 0 && !opts_.quiet) {
-    std::lock_guard<std::mutex> lock(console_mu_);
-    std::vector<RankSummary> rows;
-    for (int r = 0; r < ctx_.world_size; ++r) {
-      rows.push_back({r, all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
-    }
-    if (live_line_) std::cout << "\n";
-    live_line_ = false;
-    char line[128];
-    std::snprintf(line, sizeof line, "done: %lld steps, final loss %.4f",
-                  static_cast<long long>(step_), last_loss_);
-    std::cout << "[train] " << line << "\n"
-              << FormatRankTable(rows, cuda_ ? "cuda" : "cpu") << std::flush;
-  }
-  reporter_.Status([this](core::RankStatus& st) {
-    st.step = step_;
-    st.phase = core::Phase::kDone;
-  });
-}
-
-int Trainer::ReportOom(const std::string& what) {
-  int64_t tried = TriedToAllocate(what);
-  DeviceMemory dm = ReadDeviceMemory(cuda_, device_.index());
-  struct rlimit lim {};
-  int64_t as_limit = -1;
-  if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-    as_limit = static_cast<int64_t>(lim.rlim_cur);
-  }
-  json memory;
-  if (cuda_) {
-    memory = {{"allocated_bytes", dm.allocated}, {"reserved_bytes", dm.reserved},
-              {"peak_bytes", dm.peak},           {"free_bytes", dm.free},
-              {"total_bytes", dm.total},         {"rss_bytes", core::CurrentRssBytes()}};
-  } else {
-    int64_t total = MemTotalBytes();
-    if (as_limit >= 0 && (total < 0 || as_limit < total)) total = as_limit;
-    memory = {{"allocated_bytes", core::CurrentRssBytes()},
-              {"reserved_bytes", base::ProcStatusBytes("VmSize")},
-              {"peak_bytes", core::PeakRssBytes()},
-              {"total_bytes", total},
-              {"address_space_limit_bytes", as_limit}};
-  }
-  std::vector<std::string> advice;
-  if (opts_.batch_size > 1) {
-    int64_t half = std::max<int64_t>(opts_.batch_size / 2, 1);
-    advice.push_back("lower --batch-size (now " + std::to_string(opts_.batch_size) + "), e.g. " +
-                     std::to_string(half));
-    advice.push_back("keep the global batch with --batch-size " + std::to_string(half) +
-                     " --grad-accum " + std::to_string(opts_.grad_accum * 2));
-  }
-  advice.push_back(cuda_ ? (opts_.amp ? "--amp is on already; use a smaller model"
-                                      : "use --amp (bf16 autocast) to halve activation memory")
-                         : "--amp (bf16 autocast) helps on CUDA devices only");
-  std::string summary = "out of memory in " + std::string(core::PhaseName(phase_)) + " at step " +
-                        std::to_string(step_) + " on " + (cuda_ ? "cuda" : "cpu") +
-                        ", tried to allocate " + base::FormatBytes(tried, base::ByteStyle::kOneDecimal) +
-                        " with " +
-                        base::FormatBytes(cuda_ ? dm.allocated : core::CurrentRssBytes(),
-                                          base::ByteStyle::kOneDecimal) +
-                        " in use";
-  json details = {{"device", cuda_ ? "cuda" : "cpu"},
-                  {"step", step_},
-                  {"phase", core::PhaseName(phase_)},
-                  {"batch_size", opts_.batch_size},
-                  {"grad_accum", opts_.grad_accum},
-                  {"tried_to_allocate_bytes", tried},
-                  {"memory", memory},
-                  {"advice", advice},
-                  {"exception", what.substr(0, 2000)}};
-  std::cerr << "OOM on rank " << ctx_.rank << ": " << summary << "; try: " << advice.front()
-            << std::endl;
-  reporter_.Error("oom", summary, details);
-  if (comm_) comm_->Abort();  // peers then fail fast instead of waiting for our gradients
-  return kExitRankFailed;
-}
-
-int Trainer::ReportFailure(const std::string& kind, const std::string& message, int exit_code) {
-  std::cerr << "rank " << ctx_.rank << ": train failed at step " << step_ << ": " << message
-            << std::endl;
-  reporter_.Error(kind, message, {{"step", step_}, {"phase", core::PhaseName(phase_)}});
-  if (comm_) comm_->Abort();
-  return exit_code;
 }
 
 int Trainer::Run() {
@@ -618,11 +549,28 @@ int Trainer::RunOnce() {
     if (e.kind() == ErrorKind::kOutOfMemory) return ReportOom(e.what());
     if (e.kind() == ErrorKind::kTimeout) return ReportFailure("timeout", e.what(), kExitHang);
     if (preflight_failed_) return ReportFailure("error", e.what(), kExitUnhealthy);
-    return ReportFailure("error", e.what(), kExitRankFailed);
+    const std::string what = e.what();
+    if (what.rfind("loss became ", 0) == 0) return ReportFailure("nan", what, kExitRankFailed);
+    return ReportFailure("error", what, kExitRankFailed);
   } catch (const std::exception& e) {
     if (LooksLikeAllocationFailure(e.what())) return ReportOom(e.what());
     return ReportFailure("error", e.what(), 1);
   }
+}
+
+namespace {
+
+void OnSigusr1(int) { g_checkpoint_requested.store(true); }
+
+// SIGUSR1 means "checkpoint now, go on" (Slurm's --signal=USR1@T), SIGUSR2 nothing: neither may
+// end a training rank.
+void InstallSignalHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSigusr1;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  ::signal(SIGUSR2, SIG_IGN);
 }
 
 }  // namespace
@@ -639,6 +587,7 @@ int RunTrain(const TrainContext& ctx, const std::vector<std::string>& args) {
     std::cout << TrainOptionsHelp();
     return 0;
   }
+  InstallSignalHandlers();
   Trainer trainer(ctx, std::move(opts));
   return trainer.Run();
 }

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 
 struct Bucket {
   std::vector<size_t> params;   // parameter indices, in the order they sit in the flat buffer
@@ -19,4 +19,4 @@ struct Bucket {
 std::vector<Bucket> PlanBuckets(const std::vector<size_t>& param_elements, size_t element_bytes,
                                 size_t cap_bytes);
 
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

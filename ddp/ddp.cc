@@ -1,4 +1,4 @@
-#include "worker/train/ddp.h"
+#include "ddp/ddp.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -203,4 +203,4 @@ DdpStats DistributedDataParallel::TakeStats() {
   return s;
 }
 
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

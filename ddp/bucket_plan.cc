@@ -1,6 +1,6 @@
-#include "worker/train/bucket_plan.h"
+#include "ddp/bucket_plan.h"
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 
 std::vector<Bucket> PlanBuckets(const std::vector<size_t>& param_elements, size_t element_bytes,
                                 size_t cap_bytes) {
@@ -20,4 +20,4 @@ std::vector<Bucket> PlanBuckets(const std::vector<size_t>& param_elements, size_
   return buckets;
 }
 
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

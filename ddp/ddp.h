@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "core/comm/communicator.h"
-#include "worker/train/bucket_plan.h"
+#include "ddp/bucket_plan.h"
 
 namespace torch::autograd {
 struct Node;
 }
 
-namespace dlaunch::worker {
+namespace dlaunch::ddp {
 
 struct DdpOptions {
   double bucket_cap_mb = 25.0;
@@ -106,4 +106,4 @@ class DistributedDataParallel {
   DdpStats stats_;
 };
 
-}  // namespace dlaunch::worker
+}  // namespace dlaunch::ddp

@@ -1,0 +1,32 @@
+// Memory readings of a training rank: resident memory (cheap enough to read at every phase of a
+// step) and, on CUDA, the caching allocator's allocated / reserved / peak bytes; plus what an
+// out-of-memory message says. Torch-free apart from CUDA's allocator statistics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dlaunch::worker {
+
+struct MemoryReading {
+  int64_t rss_bytes = -1;
+  int64_t device_allocated_bytes = -1;  // CUDA only, else -1
+  int64_t device_reserved_bytes = -1;
+  int64_t device_peak_bytes = -1;
+  int64_t device_free_bytes = -1;
+  int64_t device_total_bytes = -1;
+};
+
+// Reads /proc/self/statm (one read(2), a few microseconds) and, with `cuda_device` >= 0, the
+// allocator's counters of that device. Does not block.
+MemoryReading ReadMemory(int cuda_device);
+
+// The byte count in "tried to allocate 1234 bytes" (CPU) or "Tried to allocate 2.00 GiB" (CUDA);
+// -1 when the message names none.
+int64_t TriedToAllocate(const std::string& message);
+bool LooksLikeAllocationFailure(const std::string& message);
+
+// MemTotal of /proc/meminfo, -1 when unreadable. Does not block.
+int64_t MemTotalBytes();
+
+}  // namespace dlaunch::worker
