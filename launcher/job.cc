@@ -29,6 +29,7 @@
 #include "launcher/mpi_rendezvous.h"
 #include "launcher/node_agent.h"
 #include "launcher/node_env.h"
+#include "launcher/python/python_launch.h"
 #include "launcher/report.h"
 #include "launcher/supervisor.h"
 
@@ -185,18 +186,14 @@ std::vector<std::string> RankArgv(const LaunchOptions& o, const std::string& sel
   if (o.command == Command::kTrain || o.command == Command::kPreflight) {
     return BuiltinWorkerArgv(o, self_exe);
   }
-  std::vector<std::string> argv = o.program;
-  bool python =
-      !o.no_python && argv[0].size() > 3 && argv[0].compare(argv[0].size() - 3, 3, ".py") == 0;
-  if (python) {
-    if (::access(argv[0].c_str(), R_OK) != 0) {
-      throw UsageError("script '" + argv[0] + "' does not exist or is not readable");
-    }
-    const char* py = std::getenv("DLAUNCH_PYTHON");
-    argv.insert(argv.begin(), ResolveProgram(py && *py ? py : "python3"));
-  } else {
-    argv[0] = ResolveProgram(argv[0]);
+  if (python::IsPythonEntry(o)) {
+    const python::Interpreter interpreter = python::ResolveInterpreter(o);
+    std::cerr << "dlaunch: python " << interpreter.path << " (from " << interpreter.source << ")"
+              << std::endl;
+    return python::PythonArgv(o, interpreter);
   }
+  std::vector<std::string> argv = o.program;
+  argv[0] = ResolveProgram(argv[0]);
   return argv;
 }
 
@@ -432,6 +429,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     common["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     common["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
   }
+  if (!builtin) python::AddJobEnv(o.python_agent ? python::FindAgentDir(self_exe) : "", &common);
   for (const auto& [k, v] : o.env) common[k] = v;
 
   // Node 0 watches every rank for stalls: heartbeats of linked ranks, output of the others.
@@ -510,8 +508,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
       env["RANK"] = env["ROLE_RANK"] = std::to_string(rank);
       env["LOCAL_RANK"] = std::to_string(local);
       env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
-      env["TORCHELASTIC_ERROR_FILE"] = rank_dirs[rank] + "/torch_error.json";
       env["DLAUNCH_RANK_DIR"] = rank_dirs[rank];
+      python::AddRankEnv(rank_dirs[rank], &env);
       if (!o.nccl_debug.empty()) env["NCCL_DEBUG_FILE"] = rank_dirs[rank] + "/nccl.log";
       specs.push_back(RankSpec{rank, local, ProcessSpec{argv, RankEnv(env)}, rank_dirs[rank]});
     }

@@ -38,6 +38,10 @@ struct LaunchOptions {
   std::string nccl_socket_ifname;
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VAL, in order
   bool no_python = false;
+  std::string python;        // --python: the interpreter of .py, -m and --run-path entries
+  bool module = false;       // -m: the program is a Python module
+  bool run_path = false;     // --run-path: the program is a Python file, whatever its name
+  bool python_agent = true;  // --no-python-agent turns the rank agent off
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
