@@ -429,16 +429,17 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
     common["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     common["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
   }
-  if (!builtin) python::AddJobEnv(o.python_agent ? python::FindAgentDir(self_exe) : "", &common);
+  if (!builtin) python::AddJobEnv(python::FindAgentDir(self_exe), o.python_agent, &common);
   for (const auto& [k, v] : o.env) common[k] = v;
 
   // Node 0 watches every rank for stalls: heartbeats of linked ranks, output of the others.
   std::unique_ptr<LiveJobView> job_view;
   std::unique_ptr<HangMonitor> monitor;
-  if (handler) {
+  if (handler && o.hang_timeout.count() > 0) {
     job_view = std::make_unique<LiveJobView>(handler.get(), &supervisor, world, run_dir);
     HangMonitor::Options ho;
     ho.hang_timeout = o.hang_timeout;
+    ho.silence_is_hang = o.hang_on_silence;
     ho.heartbeat_timeout = o.heartbeat_timeout;
     monitor = std::make_unique<HangMonitor>(*job_view, ho);
   }

@@ -96,7 +96,8 @@ po::options_description Describe() {
     ("no-python-agent", po::bool_switch(), "do not load dlaunch's rank agent into Python ranks")
     ("heartbeat-interval", po::value<double>()->default_value(1), "seconds between rank heartbeats")
     ("heartbeat-timeout", po::value<double>()->default_value(30), "seconds of heartbeat silence before a rank counts as stalled")
-    ("hang-timeout", po::value<double>()->default_value(300), "seconds without progress before a hang is diagnosed")
+    ("hang-timeout", po::value<double>()->default_value(300), "seconds a collective may sit without progress before a hang is diagnosed; 0 turns detection off")
+    ("hang-on-silence", po::bool_switch(), "a program with neither libdlaunch nor Python that prints nothing for --hang-timeout counts as hung")
     ("on-hang", po::value<std::string>()->default_value("exit"), "exit (code 3) or restart")
     ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
     ("token-file", po::value<std::string>(), "multi-node: file holding the job token every node shares (else DLAUNCH_JOB_TOKEN)")
@@ -277,7 +278,10 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   }
   o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
   o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
-  o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout");
+  const double hang_timeout = vm["hang-timeout"].as<double>();
+  o.hang_timeout =
+      hang_timeout == 0 ? std::chrono::milliseconds(0) : Seconds(hang_timeout, "--hang-timeout");
+  o.hang_on_silence = vm["hang-on-silence"].as<bool>();
   o.on_hang = vm["on-hang"].as<std::string>();
   if (o.on_hang != "exit" && o.on_hang != "restart") {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");

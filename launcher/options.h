@@ -29,7 +29,8 @@ struct LaunchOptions {
   std::chrono::milliseconds grace_period{30000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{30000};
-  std::chrono::milliseconds hang_timeout{300000};
+  std::chrono::milliseconds hang_timeout{300000};  // 0: no hang detection
+  bool hang_on_silence = false;  // output silence of opaque programs counts as a hang
   std::string on_hang = "exit";  // exit | restart
   int max_restarts = 0;
   bool quiet = false;

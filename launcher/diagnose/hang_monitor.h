@@ -16,9 +16,11 @@ namespace dlaunch::launcher {
 class HangMonitor {
  public:
   struct Options {
-    // No progress (last completed seq and step unchanged) on a linked rank, or no output from an
-    // unlinked one, for this long is a hang.
+    // A collective in flight this long without progress (last completed seq and step unchanged)
+    // is a hang when a peer has not entered it or no rank moves; with silence_is_hang, so is no
+    // output from a rank that has neither libdlaunch nor the Python agent.
     std::chrono::milliseconds hang_timeout{std::chrono::seconds(300)};
+    bool silence_is_hang = false;
     // A linked rank whose heartbeats stop for this long is stalled (stopped, swapping, dead host).
     std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
     // How long to wait for fresh flight.json files after asking for dumps.

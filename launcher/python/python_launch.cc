@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "launcher/doctor/python_probe.h"
 #include "launcher/job.h"
+#include "launcher/python/agent_files.h"
 
 namespace dlaunch::launcher::python {
 namespace {
@@ -135,7 +136,7 @@ std::string FindAgentDir(const std::string& self_exe) {
   return "";
 }
 
-void AddJobEnv(const std::string& agent_dir, std::map<std::string, std::string>* env) {
+void AddJobEnv(const std::string& agent_dir, bool agent, std::map<std::string, std::string>* env) {
   auto set_default = [&](const char* key, const std::string& value) {
     if (!IsSet(key) && !env->count(key)) (*env)[key] = value;
   };
@@ -144,6 +145,8 @@ void AddJobEnv(const std::string& agent_dir, std::map<std::string, std::string>*
     const char* existing = std::getenv("PYTHONPATH");
     (*env)["PYTHONPATH"] = agent_dir + (existing && *existing ? ":" + std::string(existing) : "");
   }
+  // Opted out: `import dlaunch` still works (its calls do nothing); the agent does not start.
+  if (!agent) (*env)["DLAUNCH_PYTHON_AGENT"] = "0";
   // torch >= 2.2 keeps a ring of its NCCL calls and dumps it when its watchdog times out; the
   // dumps land in the rank directory (AddRankEnv) where `dlaunch diagnose` reads them.
   set_default("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
@@ -155,6 +158,7 @@ void AddRankEnv(const std::string& rank_dir, std::map<std::string, std::string>*
   const fs::path dir = fs::absolute(rank_dir, ec);
   const fs::path error_file = dir / kTorchErrorFile;
   fs::remove(error_file, ec);
+  ClearAgentFiles(dir.string());
   (*env)["TORCHELASTIC_ERROR_FILE"] = error_file.string();
   (*env)["DLAUNCH_RANK_DIR"] = dir.string();
   if (!IsSet("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")) {

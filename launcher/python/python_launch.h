@@ -40,9 +40,10 @@ bool ImportsTorch(const std::string& script);
 std::string FindAgentDir(const std::string& self_exe);
 
 // Variables every program rank gets, each only where the user has not set it: PYTHONUNBUFFERED=1,
-// the agent folder in front of PYTHONPATH (unless `agent_dir` is empty), and PyTorch's NCCL
-// flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT).
-void AddJobEnv(const std::string& agent_dir, std::map<std::string, std::string>* env);
+// the agent folder in front of PYTHONPATH (unless `agent_dir` is empty), DLAUNCH_PYTHON_AGENT=0
+// when `agent` is off (--no-python-agent), and PyTorch's NCCL flight recorder
+// (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT).
+void AddJobEnv(const std::string& agent_dir, bool agent, std::map<std::string, std::string>* env);
 
 // Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE (so `@record` still works after
 // os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE inside the rank directory unless set.

@@ -44,6 +44,7 @@ class PythonJobTest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
+  // Scripts import the dlaunch package, found on PYTHONPATH inside a job.
   static std::string Script(const std::string& name) {
     return std::string(DLAUNCH_PY_SCRIPTS) + "/" + name;
   }
