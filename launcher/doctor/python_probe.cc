@@ -71,7 +71,7 @@ CapturedRun RunCaptured(const std::vector<std::string>& argv, std::chrono::milli
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipefd[1]);
   if (rc != 0) {

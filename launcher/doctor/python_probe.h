@@ -17,8 +17,8 @@ struct CapturedRun {
   std::string out;     // stdout and stderr together, at most 1 MiB
 };
 
-// Runs argv (no shell) with stdin from /dev/null and waits at most `timeout`, killing it then.
-// Blocks for the run. Never throws.
+// Runs argv (no shell; argv[0] looked up in PATH) with stdin from /dev/null and waits at most
+// `timeout`, killing it then. Blocks for the run. Never throws.
 CapturedRun RunCaptured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
 struct PythonFacts {
