@@ -541,22 +541,20 @@ const char* CheckStatusSymbol(CheckStatus status) {
 }
 
 std::vector<CheckResult> Verdict::Judge(const DoctorFacts& facts) {
-  return {
-      CheckDriver(facts),
-      CheckDriverVsRuntime(facts),
-      CheckTorchCuda(facts),
-      CheckPythonTorch(facts),
-      CheckPythonTorchCuda(facts),
-      CheckComputeCapability(facts),
-      CheckNccl(facts),
-      CheckShm(facts),
-      CheckMemlock(facts),
-      CheckNofile(facts),
-      CheckNcclIfname(facts),
-      CheckGlooIfname(facts),
-      CheckVisibleDevices(facts),
-      CheckGpuProcesses(facts),
-  };
+  std::vector<CheckResult> checks = {CheckDriver(facts), CheckDriverVsRuntime(facts),
+                                     CheckTorchCuda(facts)};
+  // The ranks' Python only when it was probed (`dlaunch doctor`, not the quick checks).
+  if (!facts.python.interpreter.empty()) {
+    checks.push_back(CheckPythonTorch(facts));
+    checks.push_back(CheckPythonTorchCuda(facts));
+  }
+  for (CheckResult c :
+       {CheckComputeCapability(facts), CheckNccl(facts), CheckShm(facts), CheckMemlock(facts),
+        CheckNofile(facts), CheckNcclIfname(facts), CheckGlooIfname(facts),
+        CheckVisibleDevices(facts), CheckGpuProcesses(facts)}) {
+    checks.push_back(std::move(c));
+  }
+  return checks;
 }
 
 bool Verdict::AnyFailed(const std::vector<CheckResult>& checks) {
