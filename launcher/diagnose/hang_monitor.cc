@@ -43,6 +43,14 @@ std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
           static_cast<int64_t>(st.st_size)};
 }
 
+// The collective a rank is in or last entered: its last started seq, or the one after its last
+// completed while it says it communicates.
+int64_t InFlightSeq(const core::RankStatus& s) {
+  return s.phase == core::Phase::kCommunication
+             ? std::max(s.last_started_seq, s.last_completed_seq + 1)
+             : s.last_started_seq;
+}
+
 }  // namespace
 
 HangMonitor::HangMonitor(JobView& job, Options options) : job_(job), options_(std::move(options)) {}
@@ -91,7 +99,9 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
       }
       const int64_t progress = std::max(t.progress_unix_ms, r.last_progress_unix_ms);
       newest_progress = std::max(newest_progress, progress);
-      const bool in_flight = r.status.last_started_seq > r.status.last_completed_seq;
+      // A native rank may report its phase before the seq of the collective it enters.
+      const bool in_flight = r.status.last_started_seq > r.status.last_completed_seq ||
+                             r.status.phase == core::Phase::kCommunication;
       if (in_flight && now - progress > hang_ms) stuck.push_back(&r);
       if (!r.section.empty()) {
         const int64_t limit = r.section_timeout_ms >= 0 ? r.section_timeout_ms : hang_ms;
@@ -109,11 +119,11 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
   // A collective in flight past the timeout is a hang when a peer is absent from it (never
   // entered, or gone) or when nothing moves anywhere; a rank outside any collective is not.
   for (const RankLiveState* r : stuck) {
-    const int64_t seq = r->status.last_started_seq;
+    const int64_t seq = InFlightSeq(r->status);
     std::vector<int> absent;
     for (const RankLiveState& p : ranks) {
       if (p.rank == r->rank || !(p.linked || p.exited)) continue;
-      if (p.exited || p.status.last_started_seq < seq) absent.push_back(p.rank);
+      if (p.exited || InFlightSeq(p.status) < seq) absent.push_back(p.rank);
     }
     const int64_t waited =
         now - std::max(tracks_[r->rank].progress_unix_ms, r->last_progress_unix_ms);
