@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "launcher/builtins.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -64,6 +65,7 @@ int JobAgent::Run(ProcessSpawner* spawner) {
   for (int attempt = 0;; ++attempt) {
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
+      python::ClearAttemptFiles(slot.dir);
       specs.push_back(RankSpec{slot.rank, slot.local_rank,
                                ProcessSpec{plan_.argv(), plan_.RankEnvironment(slot, attempt)},
                                slot.dir});
