@@ -91,9 +91,15 @@ po::options_description Describe() {
     ("env", po::value<std::vector<std::string>>()->composing(), "KEY=VAL for every rank; repeatable")
     ("no-python", po::bool_switch(), "run the program as is, even a .py file (alias --no_python)")
     ("no_python", po::bool_switch(), "alias of --no-python")
+    ("python", po::value<std::string>(), "interpreter for .py, -m and --run-path (else $PYTHON_EXEC, else python3)")
+    ("module,m", po::bool_switch(), "the program is a Python module, run as python -m (torchrun's -m)")
+    ("run-path", po::bool_switch(), "the program is a Python file run through runpy, whatever its name (alias --run_path)")
+    ("run_path", po::bool_switch(), "alias of --run-path")
+    ("no-python-agent", po::bool_switch(), "do not load dlaunch's rank agent into Python ranks")
     ("heartbeat-interval", po::value<double>()->default_value(1), "seconds between rank heartbeats")
     ("heartbeat-timeout", po::value<double>()->default_value(30), "seconds of heartbeat silence before a rank counts as stalled")
-    ("hang-timeout", po::value<double>()->default_value(300), "seconds without progress before a hang is diagnosed")
+    ("hang-timeout", po::value<double>()->default_value(300), "seconds a collective may sit without progress before a hang is diagnosed; 0 turns detection off")
+    ("hang-on-silence", po::bool_switch(), "a program with neither libdlaunch nor Python that prints nothing for --hang-timeout counts as hung")
     ("on-hang", po::value<std::string>()->default_value("exit"), "exit (code 3) or restart")
     ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
     ("token-file", po::value<std::string>(), "multi-node: file holding the job token every node shares (else DLAUNCH_JOB_TOKEN)")
@@ -263,9 +269,21 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     }
   }
   o.no_python = vm["no-python"].as<bool>() || vm["no_python"].as<bool>();
+  o.python = First<std::string>(vm, {"python"}).value_or("");
+  o.module = vm["module"].as<bool>();
+  o.run_path = vm["run-path"].as<bool>() || vm["run_path"].as<bool>();
+  o.python_agent = !vm["no-python-agent"].as<bool>();
+  if (o.module && o.run_path) throw UsageError("-m and --run-path exclude each other");
+  if ((o.module || o.run_path) && o.no_python) {
+    throw UsageError(std::string(o.module ? "-m" : "--run-path") +
+                     " runs Python: drop --no-python");
+  }
   o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
   o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
-  o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout");
+  const double hang_timeout = vm["hang-timeout"].as<double>();
+  o.hang_timeout =
+      hang_timeout == 0 ? std::chrono::milliseconds(0) : Seconds(hang_timeout, "--hang-timeout");
+  o.hang_on_silence = vm["hang-on-silence"].as<bool>();
   o.on_hang = vm["on-hang"].as<std::string>();
   if (o.on_hang != "exit" && o.on_hang != "restart") {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
@@ -278,7 +296,10 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
 
   if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
   const std::string& head = rest.front();
-  if (head == "train" || head == "preflight" || head == "diagnose" || head == "doctor") {
+  // After -m or --run-path the first word is the module or file, even if it is called "train".
+  const bool python_entry = o.module || o.run_path;
+  if (!python_entry &&
+      (head == "train" || head == "preflight" || head == "diagnose" || head == "doctor")) {
     o.command = head == "train"       ? Command::kTrain
                 : head == "preflight" ? Command::kPreflight
                 : head == "diagnose"  ? Command::kDiagnose

@@ -29,7 +29,8 @@ struct LaunchOptions {
   std::chrono::milliseconds grace_period{30000};
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{30000};
-  std::chrono::milliseconds hang_timeout{300000};
+  std::chrono::milliseconds hang_timeout{300000};  // 0: no hang detection
+  bool hang_on_silence = false;  // output silence of opaque programs counts as a hang
   std::string on_hang = "exit";  // exit | restart
   int max_restarts = 0;
   bool quiet = false;
@@ -38,6 +39,10 @@ struct LaunchOptions {
   std::string nccl_socket_ifname;
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VAL, in order
   bool no_python = false;
+  std::string python;        // --python: the interpreter of .py, -m and --run-path entries
+  bool module = false;       // -m: the program is a Python module
+  bool run_path = false;     // --run-path: the program is a Python file, whatever its name
+  bool python_agent = true;  // --no-python-agent turns the rank agent off
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;

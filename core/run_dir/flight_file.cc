@@ -5,6 +5,7 @@
 
 #include "core/base/files.h"
 #include "core/run_dir/json_fields.h"
+#include "core/run_dir/paths.h"
 #include "core/run_dir/schema.h"
 
 namespace dlaunch::rundir {
@@ -14,7 +15,31 @@ using detail::GetString;
 using nlohmann::json;
 
 namespace {
+
 constexpr const char* kOpStateNames[] = {"scheduled", "started", "completed", "failed"};
+
+// The Python agent's group names are small integers in strings; anything else is kept as named.
+void ReadProcessGroups(const json& doc, std::map<std::string, ProcessGroupInfo>* out) {
+  auto groups = doc.find("process_groups");
+  if (groups == doc.end() || !groups->is_object()) return;
+  for (const auto& [name, g] : groups->items()) {
+    if (!g.is_object()) continue;
+    ProcessGroupInfo& info = (*out)[name];
+    info.ranks = detail::GetInts(g, "ranks", 0, kMaxRanks);
+    info.backend = GetString(g, "backend");
+  }
+}
+
+std::vector<int64_t> ReadShape(const json& entry) {
+  std::vector<int64_t> shape;
+  auto it = entry.find("shape");
+  if (it == entry.end() || !it->is_array()) return shape;
+  for (const json& d : *it) {
+    if (d.is_number_integer()) shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
 }  // namespace
 
 const char* OpStateName(OpState state) { return detail::NameOf(state, kOpStateNames); }
@@ -56,20 +81,27 @@ int64_t FlightDump::LastStartedSeq() const {
 std::string FlightToJson(const FlightDump& dump) {
   json entries = json::array();
   for (const FlightEntry& e : dump.entries) {
-    entries.push_back({{"seq", e.seq},
-                       {"collective_seq", e.collective_seq},
-                       {"op", e.op},
-                       {"dtype", e.dtype},
-                       {"count", e.count},
-                       {"bytes", e.bytes},
-                       {"peer", e.peer},
-                       {"root", e.root},
-                       {"state", OpStateName(e.state)},
-                       {"scheduled_unix_ns", e.scheduled_unix_ns},
-                       {"started_unix_ns", e.started_unix_ns},
-                       {"completed_unix_ns", e.completed_unix_ns},
-                       {"duration_us", e.duration_us},
-                       {"error", e.error}});
+    json entry = {{"seq", e.seq},
+                  {"collective_seq", e.collective_seq},
+                  {"op", e.op},
+                  {"dtype", e.dtype},
+                  {"count", e.count},
+                  {"bytes", e.bytes},
+                  {"peer", e.peer},
+                  {"root", e.root},
+                  {"state", OpStateName(e.state)},
+                  {"scheduled_unix_ns", e.scheduled_unix_ns},
+                  {"started_unix_ns", e.started_unix_ns},
+                  {"completed_unix_ns", e.completed_unix_ns},
+                  {"duration_us", e.duration_us},
+                  {"error", e.error}};
+    // A native recorder's entries stay as they were: the Python fields only where set.
+    if (!e.pg.empty()) entry["pg"] = e.pg;
+    if (e.pg_seq >= 0) entry["pg_seq"] = e.pg_seq;
+    if (!e.shape.empty()) entry["shape"] = e.shape;
+    if (!e.call_site.empty()) entry["call_site"] = e.call_site;
+    if (e.bucket >= 0) entry["bucket"] = e.bucket;
+    entries.push_back(std::move(entry));
   }
   json doc = {{"schema", SchemaId(kFlightSchema)},
               {"rank", dump.rank},
@@ -79,6 +111,13 @@ std::string FlightToJson(const FlightDump& dump) {
               {"dumped_unix_ms", dump.dumped_unix_ms},
               {"capacity", dump.capacity},
               {"entries", std::move(entries)}};
+  if (!dump.process_groups.empty()) {
+    json groups = json::object();
+    for (const auto& [name, g] : dump.process_groups) {
+      groups[name] = {{"ranks", g.ranks}, {"backend", g.backend}};
+    }
+    doc["process_groups"] = std::move(groups);
+  }
   return detail::Dump(doc);
 }
 
@@ -101,6 +140,7 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
   flight.reason = GetString(j, "reason");
   flight.dumped_unix_ms = GetInt(j, "dumped_unix_ms", 0);
   flight.capacity = GetInt(j, "capacity", 0);
+  ReadProcessGroups(j, &flight.process_groups);
   auto entries = j.find("entries");
   if (entries == j.end() || !entries->is_array()) {
     problems->push_back(label + " has no entries array");
@@ -131,6 +171,11 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
     entry.completed_unix_ns = GetInt(e, "completed_unix_ns", 0);
     entry.duration_us = GetInt(e, "duration_us", 0);
     entry.error = GetString(e, "error");
+    entry.pg = GetString(e, "pg");
+    entry.pg_seq = GetInt(e, "pg_seq", -1);
+    entry.shape = ReadShape(e);
+    entry.call_site = GetString(e, "call_site");
+    entry.bucket = detail::GetInt32(e, "bucket", -1, -1);
     flight.entries.push_back(std::move(entry));
   }
   std::sort(flight.entries.begin(), flight.entries.end(),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,19 @@ struct FlightEntry {
   int64_t completed_unix_ns = 0;  // also when it failed
   int64_t duration_us = 0;        // completed - started; 0 when not completed
   std::string error;              // why it failed; "" otherwise
+
+  // Written by Python ranks (the rank agent); empty or -1 from native recorders.
+  std::string pg;              // process group: "0" is the default group
+  int64_t pg_seq = -1;         // index among this process group's calls
+  std::vector<int64_t> shape;  // of the tensor (a list of tensors: its length first)
+  std::string call_site;       // "train.py:42 main"; "DDP bucket 0 of train.py:30 <module>"
+  int bucket = -1;             // DDP gradient bucket of a bucket all-reduce
+};
+
+// A process group a Python rank created (FlightDump::process_groups).
+struct ProcessGroupInfo {
+  std::vector<int> ranks;  // global ranks, in group-rank order
+  std::string backend;
 };
 
 struct FlightDump {
@@ -54,6 +68,8 @@ struct FlightDump {
   int64_t dumped_unix_ms = 0;
   int64_t capacity = 0;              // ring size: older calls fell out
   std::vector<FlightEntry> entries;  // sorted by seq when read
+  // Python ranks: process group name -> its members; empty from native recorders.
+  std::map<std::string, ProcessGroupInfo> process_groups;
 
   const FlightEntry* Find(int64_t seq) const;  // null when not in the dump
   // Highest seq completed with every lower seq in the buffer completed too; -1 when none.

@@ -28,6 +28,10 @@ std::string RankDir::error() const { return Join(path_, "error.json"); }
 std::string RankDir::stacks() const { return Join(path_, "stacks.txt"); }
 std::string RankDir::nccl_log() const { return Join(path_, "nccl.log"); }
 std::string RankDir::torch_error() const { return Join(path_, "torch_error.json"); }
+std::string RankDir::heartbeat() const { return Join(path_, "heartbeat.json"); }
+std::string RankDir::dump_request() const { return Join(path_, "dump_request"); }
+std::string RankDir::py_stacks() const { return Join(path_, "py_stacks.txt"); }
+std::string RankDir::torch_trace_prefix() const { return Join(path_, "torch_trace_"); }
 
 bool RankDir::IsNcclLog(const std::string& file_name) {
   return file_name.rfind("nccl", 0) == 0 && file_name.find(".log") != std::string::npos;

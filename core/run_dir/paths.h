@@ -5,6 +5,7 @@
 //             trace.json
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
+//                     heartbeat.json dump_request py_stacks.txt torch_trace_<R>  (Python ranks)
 #pragma once
 
 #include <optional>
@@ -32,6 +33,14 @@ class RankDir {
   std::string stacks() const;       // stacks.txt, native stacks the launcher took
   std::string nccl_log() const;     // nccl.log, NCCL_DEBUG_FILE when --nccl-debug is given
   std::string torch_error() const;  // torch_error.json, TORCHELASTIC_ERROR_FILE for Python ranks
+
+  // Python ranks' agent (docs/run-directory.md, "Python ranks").
+  std::string heartbeat() const;     // heartbeat.json, rewritten by the agent every interval
+  std::string dump_request() const;  // dump_request, replaced by the launcher to ask for a dump
+  std::string py_stacks() const;     // py_stacks.txt, the agent's Python stacks on request
+  // PyTorch's NCCL flight-recorder dumps (TORCH_NCCL_DEBUG_INFO_TEMP_FILE): torch appends the
+  // rank, so torch_trace_<R>.
+  std::string torch_trace_prefix() const;
 
   // Whether a file name in a rank folder is an NCCL debug log (nccl.log, or the names NCCL makes
   // from NCCL_DEBUG_FILE patterns such as nccl.%h.%p.log).

@@ -33,6 +33,7 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
     files.error = std::move(error);
   }
   files.stacks = ReadStacks(dir.stacks());
+  files.py_stacks = ReadStacks(dir.py_stacks());
   files.nccl_warnings = ReadNcclWarnings(dir);
   files.stderr_tail = ReadLogTail(dir.stderr_log(), kStderrTailLines);
   files.last_output_unix_ms = LastOutputUnixMs(dir);

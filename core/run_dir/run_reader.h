@@ -27,6 +27,7 @@ struct RankFiles {
   EventsFile events;                 // telemetry and other events
   std::optional<ErrorReport> error;  // error.json
   std::string stacks;                // stacks.txt
+  std::string py_stacks;             // py_stacks.txt (Python ranks)
   std::vector<std::string> nccl_warnings;
   std::vector<std::string> stderr_tail;  // last lines of stderr.log
   int64_t last_output_unix_ms = 0;       // mtime of stdout.log / stderr.log, 0 when absent

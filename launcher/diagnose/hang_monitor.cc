@@ -24,6 +24,7 @@ namespace dlaunch::launcher {
 namespace {
 
 using base::FormatDurationMs;
+using base::FormatRankList;
 
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 
@@ -36,12 +37,21 @@ std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
           static_cast<int64_t>(st.st_size)};
 }
 
+// The collective a rank is in or last entered: its last started seq, or the one after its last
+// completed while it says it communicates.
+int64_t InFlightSeq(const core::RankStatus& s) {
+  return s.phase == core::Phase::kCommunication
+             ? std::max(s.last_started_seq, s.last_completed_seq + 1)
+             : s.last_started_seq;
+}
+
 }  // namespace
 
 HangMonitor::HangMonitor(JobView& job, Options options) : job_(job), options_(std::move(options)) {}
 
 void HangMonitor::Reset() {
   tracks_.clear();
+  stall_since_unix_ms_ = 0;
   fired_ = false;
 }
 
@@ -52,6 +62,9 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
   };
   const int64_t hang_ms = options_.hang_timeout.count();
   const int64_t heartbeat_ms = options_.heartbeat_timeout.count();
+  bool in_section = false;                  // a rank declared a long section that has not run out
+  int64_t newest_progress = 0;              // of any linked rank
+  std::vector<const RankLiveState*> stuck;  // in a collective, no progress for hang_timeout
   for (const RankLiveState& r : ranks) {
     Track& t = tracks_[r.rank];
     if (t.first_seen_unix_ms == 0) {
@@ -73,22 +86,60 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
     if (r.exited) continue;
     const std::string who = "rank " + std::to_string(r.rank);
     if (r.linked) {
-      if (r.last_heartbeat_unix_ms > 0 && now - r.last_heartbeat_unix_ms > heartbeat_ms) {
+      // The Python agent's heartbeat thread needs the GIL, so a long call that holds it is not a
+      // stall by itself; a native rank's heartbeat thread runs whatever the program does.
+      if (!r.python_agent && r.last_heartbeat_unix_ms > 0 &&
+          now - r.last_heartbeat_unix_ms > heartbeat_ms) {
         add(who + ": no heartbeat for " + FormatDurationMs(now - r.last_heartbeat_unix_ms));
       }
-      int64_t progress = std::max(t.progress_unix_ms, r.last_progress_unix_ms);
-      if (now - progress > hang_ms) {
-        add(who + ": no progress for " + FormatDurationMs(now - progress) +
-            " (last completed collective #" + std::to_string(r.status.last_completed_seq) +
-            ", step " + std::to_string(r.status.step) + ")");
+      const int64_t progress = std::max(t.progress_unix_ms, r.last_progress_unix_ms);
+      newest_progress = std::max(newest_progress, progress);
+      // A native rank may report its phase before the seq of the collective it enters.
+      const bool in_flight = r.status.last_started_seq > r.status.last_completed_seq ||
+                             r.status.phase == core::Phase::kCommunication;
+      if (in_flight && now - progress > hang_ms) stuck.push_back(&r);
+      if (!r.section.empty()) {
+        const int64_t limit = r.section_timeout_ms >= 0 ? r.section_timeout_ms : hang_ms;
+        if (now - r.section_since_unix_ms <= limit) in_section = true;
       }
-    } else {
+    } else if (options_.silence_is_hang) {
       int64_t last = std::max(t.first_seen_unix_ms, r.last_output_unix_ms);
       if (now - last > hang_ms) {
         add(who + ": no output and no exit for " + FormatDurationMs(now - last) +
-            " (program not linked with libdlaunch)");
+            " (program not linked with libdlaunch; --hang-on-silence)");
       }
     }
+  }
+  if (in_section || stuck.empty() || !reason.empty()) {
+    stall_since_unix_ms_ = 0;
+    return reason;
+  }
+  // A collective in flight past the timeout is a hang when a peer is absent from it (never
+  // entered, or gone) or when nothing moves anywhere; a rank outside any collective is not.
+  for (const RankLiveState* r : stuck) {
+    const int64_t seq = InFlightSeq(r->status);
+    std::vector<int> absent;
+    for (const RankLiveState& p : ranks) {
+      if (p.rank == r->rank || !(p.linked || p.exited)) continue;
+      if (p.exited || InFlightSeq(p.status) < seq) absent.push_back(p.rank);
+    }
+    const int64_t waited =
+        now - std::max(tracks_[r->rank].progress_unix_ms, r->last_progress_unix_ms);
+    const std::string where = "rank " + std::to_string(r->rank) + ": no progress for " +
+                              FormatDurationMs(waited) + " in collective #" + std::to_string(seq) +
+                              (r->status.current_op.empty() ? "" : " " + r->status.current_op);
+    if (!absent.empty()) {
+      add(where + ", " + (absent.size() == 1 ? "rank " : "ranks ") + FormatRankList(absent) +
+          (absent.size() == 1 ? " has" : " have") + " not entered it");
+    } else if (now - newest_progress > hang_ms) {
+      add(where + ", and no rank made progress since");
+    }
+  }
+  if (reason.empty()) {
+    stall_since_unix_ms_ = 0;
+  } else {
+    if (stall_since_unix_ms_ == 0) stall_since_unix_ms_ = now;
+    if (now - stall_since_unix_ms_ < options_.stall_confirm.count()) return "";
   }
   return reason;
 }

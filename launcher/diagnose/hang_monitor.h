@@ -16,9 +16,15 @@ namespace dlaunch::launcher {
 class HangMonitor {
  public:
   struct Options {
-    // No progress (last completed seq and step unchanged) on a linked rank, or no output from an
-    // unlinked one, for this long is a hang.
+    // A collective in flight this long without progress (last completed seq and step unchanged)
+    // is a hang when a peer has not entered it or no rank moves; with silence_is_hang, so is no
+    // output from a rank that has neither libdlaunch nor the Python agent.
     std::chrono::milliseconds hang_timeout{std::chrono::seconds(300)};
+    bool silence_is_hang = false;
+    // A collective stall counts once it has held this long: heartbeats (the Python agent's files
+    // above all) are up to one heartbeat interval old, so a peer that has just entered the
+    // collective (leaving a declared section, say) can still read as absent. 0: at once.
+    std::chrono::milliseconds stall_confirm{0};
     // A linked rank whose heartbeats stop for this long is stalled (stopped, swapping, dead host).
     std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
     // How long to wait for fresh flight.json files after asking for dumps.
@@ -61,6 +67,7 @@ class HangMonitor {
   JobView& job_;
   Options options_;
   std::map<int, Track> tracks_;
+  int64_t stall_since_unix_ms_ = 0;  // when the collective rule first held, 0 = it does not
   bool fired_ = false;
 };
 

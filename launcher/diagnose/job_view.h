@@ -13,13 +13,19 @@ namespace dlaunch::launcher {
 struct RankLiveState {
   int rank = 0;
   int pid = 0;          // 0 for a rank on another node: no process state or stacks for it then
-  bool linked = false;  // has a heartbeat stream (the program uses libdlaunch)
+  bool linked = false;  // has a heartbeat stream (the program uses libdlaunch) or a Python agent
+  bool python_agent = false;  // the heartbeats come from the Python rank agent's heartbeat.json
   core::RankStatus status;
   int64_t last_heartbeat_unix_ms = 0;
   // When status.last_completed_seq or status.step last changed; 0 = unknown (the monitor then
   // tracks changes itself).
   int64_t last_progress_unix_ms = 0;
   int64_t last_output_unix_ms = 0;  // last stdout/stderr line; 0 = none yet
+  // Inside a section the program declared (dlaunch.section, "" = none): no hang is declared while
+  // it lasts, up to its timeout (-1: the job's --hang-timeout) from section_since_unix_ms.
+  std::string section;
+  int64_t section_since_unix_ms = 0;
+  int64_t section_timeout_ms = -1;
   bool exited = false;
 };
 

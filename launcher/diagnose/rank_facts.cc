@@ -174,6 +174,8 @@ RankFacts GatherFacts(const RankRecord& rec, const FactsOptions& options) {
   MergeSummary(rec, options, v);
   MergeErrors(rec, v);
   v.stack = ParseGdbStacks(rec.stacks);
+  // A Python rank that answered the dump gave its own stacks instead of gdb's.
+  if (v.stack.activity == StackActivity::kNone) v.stack = ParsePythonStacks(rec.py_stacks);
   v.nccl_warnings = rec.nccl_warnings;
   return v;
 }

@@ -59,6 +59,58 @@ StackActivity Classify(const std::string& main) {
   return StackActivity::kRun;
 }
 
+// One frame of Python's traceback.format_stack: `  File "PATH", line N, in FUNC` and the source
+// line below it.
+struct PythonFrame {
+  std::string file, line, func, code;
+};
+
+// The main thread's frames in py_stacks.txt, outermost first, as Python prints them.
+std::vector<PythonFrame> PythonMainThreadFrames(const std::string& stacks) {
+  static const std::regex frame_re(R"re(^\s*File "([^"]*)", line (\d+), in (.*)$)re");
+  std::istringstream in(stacks);
+  std::string line;
+  std::vector<PythonFrame> frames;
+  bool in_main = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Thread ", 0) == 0) {
+      if (in_main) break;  // the main thread's block ended
+      in_main = line.find(" (main) ") != std::string::npos;
+      continue;
+    }
+    if (!in_main) continue;
+    std::smatch m;
+    if (std::regex_search(line, m, frame_re)) {
+      frames.push_back({m[1].str(), m[2].str(), m[3].str(), ""});
+    } else if (!frames.empty() && frames.back().code.empty()) {
+      const size_t start = line.find_first_not_of(' ');
+      if (start != std::string::npos) frames.back().code = line.substr(start);
+    }
+  }
+  return frames;
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+StackActivity ClassifyPython(const PythonFrame& innermost) {
+  const std::string text = innermost.file + " " + innermost.func + " " + innermost.code;
+  static const std::regex comm(
+      "torch/distributed/|c10d|all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|"
+      "\\bsynchronize\\(",
+      std::regex::icase);
+  if (std::regex_search(text, comm)) return StackActivity::kCollective;
+  static const std::regex sleep_re("\\bsleep\\(");
+  if (std::regex_search(innermost.code, sleep_re)) return StackActivity::kSleep;
+  static const std::regex wait_re(
+      "\\.(wait|join|acquire|get|recv|read|readline|accept|select|poll)\\(|\\bselect\\(|"
+      "\\binput\\(");
+  if (std::regex_search(innermost.code, wait_re)) return StackActivity::kWait;
+  return StackActivity::kRun;
+}
+
 }  // namespace
 
 const char* StackActivityName(StackActivity activity) {
@@ -82,6 +134,19 @@ StackSummary ParseGdbStacks(const std::string& stacks) {
   const std::string main = MainThreadStack(stacks);
   out.top = StackTop(main);
   if (!main.empty()) out.activity = Classify(main);
+  return out;
+}
+
+StackSummary ParsePythonStacks(const std::string& stacks) {
+  StackSummary out;
+  const std::vector<PythonFrame> frames = PythonMainThreadFrames(stacks);
+  if (frames.empty()) return out;
+  out.activity = ClassifyPython(frames.back());
+  if (!frames.back().code.empty()) out.top = frames.back().code;
+  for (size_t i = 0; i < 3 && i < frames.size(); ++i) {
+    const PythonFrame& f = frames[frames.size() - 1 - i];
+    out.top += (out.top.empty() ? "" : " < ") + BaseName(f.file) + ":" + f.line + " " + f.func;
+  }
   return out;
 }
 

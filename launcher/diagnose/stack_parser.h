@@ -1,5 +1,6 @@
-// Reading native stacks (gdb's `thread apply all bt`, as stacks.txt holds them): what the main
-// thread is doing. Pure text processing; does not block, never throws.
+// Reading stacks: native ones (gdb's `thread apply all bt`, as stacks.txt holds them) and a Python
+// rank's (py_stacks.txt, from the rank agent): what the main thread is doing. Pure text
+// processing; does not block, never throws.
 #pragma once
 
 #include <string>
@@ -23,5 +24,9 @@ struct StackSummary {
 
 // The main thread ("Thread 1") of gdb's output.
 StackSummary ParseGdbStacks(const std::string& stacks);
+
+// The main thread (`Thread ID "NAME" (main) (most recent call last):`) of py_stacks.txt; `top` is
+// the innermost source line, then the innermost frames: "time.sleep(3600) < train.py:25 <module>".
+StackSummary ParsePythonStacks(const std::string& stacks);
 
 }  // namespace dlaunch::launcher

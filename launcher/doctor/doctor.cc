@@ -35,8 +35,10 @@ int RunDoctorCommand(const std::vector<std::string>& args, std::ostream& out, st
   std::vector<std::string> rest = args;
   if (!rest.empty() && rest.front() == "doctor") rest.erase(rest.begin());
   po::options_description desc("dlaunch doctor [--json]");
-  desc.add_options()("json", "print the facts and verdicts as one JSON document")("help,h",
-                                                                                  "show this help");
+  desc.add_options()("json", "print the facts and verdicts as one JSON document")(
+      "python", po::value<std::string>(),
+      "the interpreter Python ranks run (default: $PYTHON_EXEC, else python3)")(
+      "no-python", "do not probe the ranks' Python")("help,h", "show this help");
   po::variables_map vm;
   try {
     // An empty positional description makes stray words an error instead of being ignored.
@@ -48,12 +50,23 @@ int RunDoctorCommand(const std::vector<std::string>& args, std::ostream& out, st
     return 2;
   }
   if (vm.count("help")) {
-    out << "Checks the NVIDIA driver, CUDA, NCCL, libtorch, /dev/shm, limits, interfaces and\n"
-           "CUDA_VISIBLE_DEVICES of this machine. Exit 0: no problem; 1: a check failed.\n"
+    out << "Checks the NVIDIA driver, CUDA, NCCL, libtorch, the ranks' Python and its torch,\n"
+           "/dev/shm, limits, interfaces and CUDA_VISIBLE_DEVICES of this machine. Exit 0: no "
+           "problem; 1: a check failed.\n"
         << desc;
     return 0;
   }
-  DoctorFacts facts = Probe().Run();
+  ProbeOptions options;
+  if (!vm.count("no-python")) {
+    const char* exec = std::getenv("PYTHON_EXEC");
+    options.python_source = vm.count("python") ? "--python"
+                            : exec && *exec    ? "PYTHON_EXEC"
+                                               : "PATH";
+    options.python_interpreter = vm.count("python") ? vm["python"].as<std::string>()
+                                 : exec && *exec    ? std::string(exec)
+                                                    : std::string("python3");
+  }
+  DoctorFacts facts = Probe(options).Run();
   std::vector<CheckResult> checks = Verdict::Judge(facts);
   if (vm.count("json")) {
     out << DoctorReport::Json(facts, checks)

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/doctor/python_probe.h"
+
 namespace dlaunch::launcher {
 
 struct GpuFacts {
@@ -105,6 +107,9 @@ struct DoctorFacts {
   std::vector<NetInterfaceFacts> interfaces;
   // NCCL_*, TORCH_NCCL_*, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GLOO_SOCKET_IFNAME.
   std::map<std::string, std::string> env;
+
+  // The interpreter the ranks of a Python job run and its torch (empty interpreter: not probed).
+  PythonFacts python;
 };
 
 // JSON forms (missing keys keep their defaults, so fixtures name only what they are about).
@@ -122,7 +127,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     nccl_compile_version, nccl_runtime_version, nccl_library, cudnn_version, cudnn_library,
     torch_built_in, torch_version, torch_cuda, torch_source, torch_cuda_arch_list, gpus, gpu_source,
     gpu_error, gpu_processes_known, gpu_processes, shm_total_bytes, shm_available_bytes, memlock,
-    nofile, rdma_devices, interfaces, env)
+    nofile, rdma_devices, interfaces, env, python)
 
 // "12.1" for 12010; "" for 0.
 std::string FormatCudaVersion(int version);

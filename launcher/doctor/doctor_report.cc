@@ -91,6 +91,22 @@ std::string DoctorReport::Table(const DoctorFacts& f, const std::vector<CheckRes
   } else {
     Row(out, "libtorch", "not built in");
   }
+  const PythonFacts& py = f.python;
+  if (!py.interpreter.empty()) {
+    Row(out, "Python",
+        !py.runs
+            ? py.interpreter + " (from " + py.source + "): " + py.error
+            : Or(py.executable, py.interpreter) + " " + py.version + " (from " + py.source + ")");
+    if (py.runs) {
+      Row(out, "torch (Python)",
+          !py.torch ? "cannot be imported: " + py.error
+                    : py.torch_version + ", " +
+                          (py.torch_cuda.empty() ? "CPU-only" : "CUDA " + py.torch_cuda) +
+                          ", NCCL " + Or(FormatNcclVersion(py.nccl_version), "none") + ", cuDNN " +
+                          Or(FormatCudnnVersion(py.cudnn_version), "none") + ", " +
+                          std::to_string(py.cuda_devices) + " GPU(s) visible");
+    }
+  }
 
   out << "\nGPUs\n";
   if (f.gpus.empty()) {

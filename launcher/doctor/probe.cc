@@ -16,6 +16,7 @@
 #include "core/base/proc.h"
 #include "launcher/doctor/build_info.h"
 #include "launcher/doctor/nvidia_libraries.h"
+#include "launcher/doctor/python_probe.h"
 #include "launcher/doctor/system_parsers.h"
 
 extern char** environ;
@@ -62,6 +63,9 @@ DoctorFacts Probe::Run() const {
   facts.torch_cuda = build.torch_cuda;
   facts.torch_source = build.torch_source;
   facts.torch_cuda_arch_list = build.torch_cuda_arch_list;
+  if (!options_.python_interpreter.empty()) {
+    facts.python = ProbePython(options_.python_interpreter, options_.python_source);
+  }
 
   if (options_.load_libraries) {
     NvidiaLibraries::Probe(build.library_paths, options_.list_gpu_processes, &facts);

@@ -17,6 +17,10 @@ struct ProbeOptions {
   bool list_gpu_processes = true;
   // Read the interfaces (getifaddrs), limits (getrlimit) and environment of this process.
   bool read_process_state = true;
+  // Run this interpreter on a probe for its torch (a few seconds); "" = do not. `python_source`
+  // says where the choice came from (--python, PYTHON_EXEC, PATH).
+  std::string python_interpreter;
+  std::string python_source;
 };
 
 class Probe {

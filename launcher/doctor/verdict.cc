@@ -8,11 +8,10 @@
 #include "launcher/doctor/cuda_compat.h"
 #include "launcher/doctor/nccl_ifname_filter.h"
 #include "launcher/doctor/system_parsers.h"
+#include "launcher/doctor/verdict_rules.h"
 
 namespace dlaunch::launcher {
 namespace {
-
-bool HaveDriver(const DoctorFacts& f) { return !f.driver_version.empty(); }
 
 std::string Env(const DoctorFacts& f, const std::string& name, bool* set = nullptr) {
   auto it = f.env.find(name);
@@ -29,39 +28,6 @@ std::string Join(const std::vector<std::string>& items, const std::string& sep) 
 std::string Sm(int cc) { return "sm_" + std::to_string(cc); }
 int Cc(const GpuFacts& gpu) { return gpu.cc_major * 10 + gpu.cc_minor; }
 std::string CcText(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
-
-// The newest CUDA this driver runs: what the driver says, else NVIDIA's table.
-int DriverCuda(const DoctorFacts& f) {
-  if (f.cuda_driver_version > 0) return f.cuda_driver_version;
-  return NewestCudaForDriver(f.driver_version);
-}
-
-CheckResult Make(const std::string& id, const std::string& title) {
-  CheckResult c;
-  c.id = id;
-  c.title = title;
-  return c;
-}
-
-void Pass(CheckResult* c, const std::string& detail) {
-  c->status = CheckStatus::kPass;
-  c->detail = detail;
-}
-void Skip(CheckResult* c, const std::string& detail) {
-  c->status = CheckStatus::kSkip;
-  c->detail = detail;
-}
-void Warn(CheckResult* c, const std::string& detail, const std::string& fix) {
-  c->status = CheckStatus::kWarn;
-  c->detail = detail;
-  c->fix = fix;
-}
-void Fail(CheckResult* c, const std::string& detail, const std::string& fix, bool fatal) {
-  c->status = CheckStatus::kFail;
-  c->detail = detail;
-  c->fix = fix;
-  c->fatal = fatal;
-}
 
 std::string InterfaceList(const std::vector<NetInterfaceFacts>& nics) {
   std::vector<std::string> parts;
@@ -155,55 +121,6 @@ CheckResult CheckDriverVsRuntime(const DoctorFacts& f) {
   }
   Pass(&c, "CUDA runtime " + FormatCudaVersion(runtime) + " on driver " + f.driver_version +
                (minimum.empty() ? "" : " (needs >= " + minimum + ")"));
-  return c;
-}
-
-CheckResult CheckTorchCuda(const DoctorFacts& f) {
-  CheckResult c = Make("torch_cuda_driver", "libtorch's CUDA supported by the driver");
-  if (!f.torch_built_in) {
-    Skip(&c, "dlaunch was built without libtorch (no `train`)");
-    return c;
-  }
-  std::string torch = "libtorch " + (f.torch_version.empty() ? "?" : f.torch_version);
-  if (f.torch_cuda.empty()) {
-    if (!f.gpus.empty()) {
-      Warn(&c,
-           torch + " is a CPU-only build: `train` cannot use the " + std::to_string(f.gpus.size()) +
-               " GPU(s) here",
-           "rebuild dlaunch against a CUDA build of libtorch (cmake -DCMAKE_PREFIX_PATH=<libtorch "
-           "for CUDA " +
-               FormatCudaVersion(DriverCuda(f)) + " or older>)");
-    } else {
-      Pass(&c, torch + " is a CPU-only build; nothing to match");
-    }
-    return c;
-  }
-  int torch_cuda = ParseCudaVersion(f.torch_cuda);
-  if (!HaveDriver(f)) {
-    Skip(&c, torch + " built for CUDA " + f.torch_cuda + "; no NVIDIA driver to compare with");
-    return c;
-  }
-  if (torch_cuda == 0) {
-    Warn(&c, torch + " was built with CUDA of unknown version; cannot compare with the driver",
-         "configure dlaunch against a libtorch archive or wheel (they record their CUDA version)");
-    return c;
-  }
-  std::string minimum = MinimumDriverForCuda(torch_cuda);
-  int driver_cuda = DriverCuda(f);
-  bool too_new = (f.cuda_driver_version > 0 && torch_cuda > f.cuda_driver_version) ||
-                 (!minimum.empty() && CompareDriverVersions(f.driver_version, minimum) < 0);
-  if (too_new) {
-    Fail(&c,
-         torch + " is built for CUDA " + f.torch_cuda + ", newer than driver " + f.driver_version +
-             " supports (CUDA " + FormatCudaVersion(driver_cuda) + ")" +
-             (minimum.empty() ? "" : "; CUDA " + f.torch_cuda + " needs driver >= " + minimum),
-         "upgrade the NVIDIA driver to " + (minimum.empty() ? "a newer branch" : ">= " + minimum) +
-             ", or use a libtorch built for CUDA <= " + FormatCudaVersion(driver_cuda),
-         true);
-    return c;
-  }
-  Pass(&c, torch + " for CUDA " + f.torch_cuda + " on driver " + f.driver_version + " (CUDA " +
-               FormatCudaVersion(driver_cuda) + ")");
   return c;
 }
 
@@ -624,14 +541,20 @@ const char* CheckStatusSymbol(CheckStatus status) {
 }
 
 std::vector<CheckResult> Verdict::Judge(const DoctorFacts& facts) {
-  return {
-      CheckDriver(facts),         CheckDriverVsRuntime(facts),
-      CheckTorchCuda(facts),      CheckComputeCapability(facts),
-      CheckNccl(facts),           CheckShm(facts),
-      CheckMemlock(facts),        CheckNofile(facts),
-      CheckNcclIfname(facts),     CheckGlooIfname(facts),
-      CheckVisibleDevices(facts), CheckGpuProcesses(facts),
-  };
+  std::vector<CheckResult> checks = {CheckDriver(facts), CheckDriverVsRuntime(facts),
+                                     CheckTorchCuda(facts)};
+  // The ranks' Python only when it was probed (`dlaunch doctor`, not the quick checks).
+  if (!facts.python.interpreter.empty()) {
+    checks.push_back(CheckPythonTorch(facts));
+    checks.push_back(CheckPythonTorchCuda(facts));
+  }
+  for (CheckResult c :
+       {CheckComputeCapability(facts), CheckNccl(facts), CheckShm(facts), CheckMemlock(facts),
+        CheckNofile(facts), CheckNcclIfname(facts), CheckGlooIfname(facts),
+        CheckVisibleDevices(facts), CheckGpuProcesses(facts)}) {
+    checks.push_back(std::move(c));
+  }
+  return checks;
 }
 
 bool Verdict::AnyFailed(const std::vector<CheckResult>& checks) {

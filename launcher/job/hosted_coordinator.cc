@@ -27,11 +27,16 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     std::lock_guard<std::mutex> lock(mu_);
     supervisor_ = supervisor;
   }
-  // Node 0 watches every rank for stalls: heartbeats of linked ranks, output of the others.
+  // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
+  // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
+  if (plan.options().hang_timeout.count() <= 0) return;
   view_ = std::make_unique<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
   HangMonitor::Options ho;
   ho.hang_timeout = plan.options().hang_timeout;
+  ho.silence_is_hang = plan.options().hang_on_silence;
   ho.heartbeat_timeout = plan.options().heartbeat_timeout;
+  // The heartbeats a collective stall is judged from are up to one interval old.
+  ho.stall_confirm = 2 * plan.options().heartbeat_interval;
   monitor_ = std::make_unique<HangMonitor>(*view_, ho);
 }
 

@@ -25,7 +25,8 @@ class HostedCoordinator : public CoordinatorListener {
   int port() const { return server_->port(); }
   CoordinatorHandler& handler() { return handler_; }
 
-  // From now on notices stop `supervisor`, and the hang monitor watches every rank of `plan`.
+  // From now on notices stop `supervisor`, and the hang monitor watches every rank of `plan`
+  // (none with --hang-timeout 0).
   void Watch(const JobPlan& plan, Supervisor* supervisor);
   // On the supervisor's tick: a diagnosed hang is printed and stops the attempt (exit code 3).
   void Tick();

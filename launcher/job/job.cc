@@ -6,6 +6,7 @@
 #include "launcher/job/node_env.h"
 #include "launcher/job/node_roles.h"
 #include "launcher/job/rank_program.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 
@@ -20,7 +21,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
 
   const JobIdentity identity = role->Prepare();
-  const JobPlan plan(o, setup, identity, std::move(argv), CurrentEnv());
+  const JobPlan plan(o, setup, identity, std::move(argv), CurrentEnv(),
+                     python::FindAgentDir(self_exe));
   CreateRunDirectories(plan);
   auto spawner = MakeForkExecSpawner();
   return JobAgent(plan, role.get(), host).Run(spawner.get());

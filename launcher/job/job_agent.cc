@@ -12,6 +12,7 @@
 #include "launcher/builtins.h"
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -66,6 +67,7 @@ int JobAgent::Run(ProcessSpawner* spawner) {
   for (int attempt = 0;; ++attempt) {
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
+      python::ClearAttemptFiles(slot.dir);
       specs.push_back(RankSpec{slot.rank, slot.local_rank,
                                ProcessSpec{plan_.argv(), plan_.RankEnvironment(slot, attempt)},
                                slot.dir});

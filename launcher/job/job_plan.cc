@@ -2,19 +2,23 @@
 
 #include <filesystem>
 
+#include "core/run_dir/paths.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 
 namespace fs = std::filesystem;
 
 JobPlan::JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
-                 std::vector<std::string> argv, std::map<std::string, std::string> launcher_env)
+                 std::vector<std::string> argv, std::map<std::string, std::string> launcher_env,
+                 std::string python_agent_dir)
     : options_(std::move(options)),
       node_(std::move(node)),
       identity_(std::move(identity)),
       argv_(std::move(argv)),
       launcher_env_(std::move(launcher_env)),
+      python_agent_dir_(std::move(python_agent_dir)),
       run_dir_(options_.log_dir + "/" + identity_.run_id) {
   for (int local = 0; local < options_.nproc; ++local) {
     const int rank = options_.node_rank * options_.nproc + local;
@@ -72,6 +76,8 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
     v["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     v["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
   }
+  const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
+  if (!builtin) python::AddJobEnv(python_agent_dir_, o.python_agent, launcher_env_, &v);
   for (const auto& [k, val] : o.env) v[k] = val;
   return v;
 }
@@ -81,9 +87,8 @@ std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, i
   v["RANK"] = v["ROLE_RANK"] = std::to_string(slot.rank);
   v["LOCAL_RANK"] = std::to_string(slot.local_rank);
   v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
-  v["TORCHELASTIC_ERROR_FILE"] = slot.dir + "/torch_error.json";
-  v["DLAUNCH_RANK_DIR"] = slot.dir;
-  if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = slot.dir + "/nccl.log";
+  python::AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, DLAUNCH_RANK_DIR
+  if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = rundir::RankDir(slot.dir).nccl_log();
   return v;
 }
 

@@ -44,9 +44,11 @@ struct RankSlot {
 class JobPlan {
  public:
   // `argv`: what each rank runs (checked already). `launcher_env`: dlaunch's own environment,
-  // which ranks inherit under the job's variables.
+  // which ranks inherit under the job's variables. `python_agent_dir`: the folder of the Python
+  // rank agent that program ranks get on PYTHONPATH ("" = none found).
   JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
-          std::vector<std::string> argv, std::map<std::string, std::string> launcher_env);
+          std::vector<std::string> argv, std::map<std::string, std::string> launcher_env,
+          std::string python_agent_dir = "");
 
   const LaunchOptions& options() const { return options_; }
   const NodeSetup& node() const { return node_; }
@@ -79,6 +81,7 @@ class JobPlan {
   JobIdentity identity_;
   std::vector<std::string> argv_;
   std::map<std::string, std::string> launcher_env_;
+  std::string python_agent_dir_;
   std::string run_dir_;
   std::vector<RankSlot> ranks_;
   std::map<std::string, std::string> common_;

@@ -1,6 +1,8 @@
 #include "launcher/job/live_job.h"
 
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
+#include "launcher/python/agent_files.h"
 
 namespace dlaunch::launcher {
 
@@ -43,6 +45,17 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     s.pid = live.pid;
     s.last_output_unix_ms = live.last_output_unix_ms;
     s.exited = live.exited;
+    // A Python rank reports through its agent's heartbeat file instead of a heartbeat stream.
+    if (auto beat = python::ReadAgentHeartbeat(RankDir(live.rank))) {
+      s.linked = s.python_agent = true;
+      s.status = beat->status;
+      s.last_heartbeat_unix_ms = beat->unix_ms;
+      s.last_progress_unix_ms = beat->progress_unix_ms;
+      s.section = beat->section;
+      s.section_since_unix_ms = beat->section_since_unix_ms;
+      s.section_timeout_ms =
+          beat->section_timeout_s < 0 ? -1 : static_cast<int64_t>(beat->section_timeout_s * 1000);
+    }
   }
   for (const auto& view : coordinator_->Snapshot()) {
     if (view.rank < 0 || view.rank >= world_size_ || !view.status) continue;
@@ -60,6 +73,13 @@ void LiveJobView::RequestDump(const std::string& reason) {
   dump.set_kind(v1::Command::DUMP);
   dump.set_reason(reason);
   coordinator_->Broadcast(dump);
+  for (const auto& live : supervisor_->Live()) {
+    if (!live.exited) python::RequestAgentDump(RankDir(live.rank), reason);
+  }
+}
+
+std::string LiveJobView::RankDir(int rank) const {
+  return rundir::RunDir(run_dir_).rank(rank).path();
 }
 
 }  // namespace dlaunch::launcher

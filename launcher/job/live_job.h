@@ -22,6 +22,8 @@ class LiveJobView : public JobView {
   std::string run_dir() const override { return run_dir_; }
 
  private:
+  std::string RankDir(int rank) const;
+
   CoordinatorHandler* coordinator_;
   Supervisor* supervisor_;
   int world_size_;

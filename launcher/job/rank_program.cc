@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 
 #include "core/error.h"
 #include "launcher/builtins.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 
@@ -45,18 +47,14 @@ std::vector<std::string> RankArgv(const LaunchOptions& o, const std::string& sel
   if (o.command == Command::kTrain || o.command == Command::kPreflight) {
     return BuiltinWorkerArgv(o, self_exe);
   }
-  std::vector<std::string> argv = o.program;
-  bool python =
-      !o.no_python && argv[0].size() > 3 && argv[0].compare(argv[0].size() - 3, 3, ".py") == 0;
-  if (python) {
-    if (::access(argv[0].c_str(), R_OK) != 0) {
-      throw UsageError("script '" + argv[0] + "' does not exist or is not readable");
-    }
-    const char* py = std::getenv("DLAUNCH_PYTHON");
-    argv.insert(argv.begin(), ResolveProgram(py && *py ? py : "python3"));
-  } else {
-    argv[0] = ResolveProgram(argv[0]);
+  if (python::IsPythonEntry(o)) {
+    const python::Interpreter interpreter = python::ResolveInterpreter(o);
+    std::cerr << "dlaunch: python " << interpreter.path << " (from " << interpreter.source << ")"
+              << std::endl;
+    return python::PythonArgv(o, interpreter);
   }
+  std::vector<std::string> argv = o.program;
+  argv[0] = ResolveProgram(argv[0]);
   return argv;
 }
 

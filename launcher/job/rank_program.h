@@ -13,8 +13,9 @@ namespace dlaunch::launcher {
 std::string ResolveProgram(const std::string& program);
 
 // argv of each rank: the built-in worker for train and preflight (their arguments checked), a
-// .py script under python3 (or DLAUNCH_PYTHON) unless --no-python, else the program as found.
-// Throws UsageError.
+// Python entry (.py unless --no-python, -m, --run-path) under its interpreter
+// (launcher/python/python_launch.h; says which on stderr), else the program as found. Throws
+// UsageError.
 std::vector<std::string> RankArgv(const LaunchOptions& options, const std::string& self_exe);
 
 }  // namespace dlaunch::launcher

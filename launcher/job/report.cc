@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/telemetry.h"
+#include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 
@@ -89,8 +90,10 @@ static std::string FormatTime(int64_t unix_ms) {
 
 std::string FormatRootCause(const RankOutcome& f, const std::string& host,
                             const std::string& rank_dir, const std::string& extra) {
+  std::string headline = "rank " + std::to_string(f.rank) + " failed";
+  const std::string recorded = python::RecordedErrorLines(f.rank, rank_dir, &headline);
   std::ostringstream out;
-  out << "dlaunch: rank " << f.rank << " failed\n"
+  out << "dlaunch: " << headline << "\n"
       << "Root Cause (first observed failure):\n"
       << "  time      : " << FormatTime(f.end_unix_ms) << "\n"
       << "  host      : " << host << "\n"
@@ -101,6 +104,7 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
            "(check dmesg)\n";
   }
   if (!extra.empty()) out << "  error     : " << extra << "\n";
+  out << recorded;
   out << "  logs      : " << rank_dir << "/\n";
   auto tail = TailLines(rank_dir + "/stderr.log", 10);
   if (!tail.empty()) {

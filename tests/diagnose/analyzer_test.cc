@@ -370,6 +370,40 @@ TEST(AnalyzerTest, UnlinkedProgramOddStackOutIsTheCulprit) {
               HasSubstr("rank 1 stands apart by the stack (sleep while the others wait)"));
 }
 
+TEST(AnalyzerTest, PythonStacksOfTheAgentStandInForGdbs) {
+  const std::string stacks =
+      "Python stacks of rank 1 (pid 7) at 2025-11-29 10:00:00: request\n"
+      "\n"
+      "Thread 140 \"loader\" (most recent call last):\n"
+      "  File \"/usr/lib/python3/threading.py\", line 320, in wait\n"
+      "    waiter.acquire()\n"
+      "\n"
+      "Thread 139 \"MainThread\" (main) (most recent call last):\n"
+      "  File \"/job/train.py\", line 40, in <module>\n"
+      "    main()\n"
+      "  File \"/job/train.py\", line 25, in main\n"
+      "    time.sleep(3600)\n";
+  StackSummary s = ParsePythonStacks(stacks);
+  EXPECT_EQ(s.activity, StackActivity::kSleep);
+  EXPECT_EQ(s.top, "time.sleep(3600) < train.py:25 main < train.py:40 <module>");
+  StackSummary c = ParsePythonStacks(
+      "Thread 9 \"MainThread\" (main) (most recent call last):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line "
+      "1536, in all_reduce\n"
+      "    work.wait()\n");
+  EXPECT_EQ(c.activity, StackActivity::kCollective);
+  EXPECT_EQ(ParsePythonStacks("").activity, StackActivity::kNone);
+
+  // A rank with native stacks keeps them; one with the agent's only shows those.
+  RankRecord rec;
+  rec.rank = 1;
+  rec.dir_present = true;
+  rec.py_stacks = stacks;
+  EXPECT_EQ(GatherFacts(rec, {}).stack.top, s.top);
+  rec.stacks = "Thread 1 (Thread 0x1 (LWP 6) \"python3\"):\n#0  0x1 in pysleep ()\n";
+  EXPECT_EQ(GatherFacts(rec, {}).stack.top, "pysleep");
+}
+
 TEST(AnalyzerTest, EmptyDirectoryIsIncomplete) {
   testing::TempDir tmp;
   Diagnosis d = Analyze(LoadRunDir(tmp.path()));

@@ -224,10 +224,11 @@ TEST_F(DiagnoseEndToEnd, HungPythonScriptIsNamed) {
                            "    if rank != 1 and step == 6:\n"
                            "        r, w = os.pipe(); os.read(r, 1)\n";
   const std::string log_dir = tmp_.path() + "/logs";
-  Ran launch =
-      Shell(Launcher() + " --nproc 3 --log-dir " + log_dir +
-                " --run-id py --hang-timeout 3 --grace-period 2 --quiet -- python3 " + script,
-            90);
+  Ran launch = Shell(Launcher() + " --nproc 3 --log-dir " + log_dir +
+                         " --run-id py --hang-timeout 3 --grace-period 2 --quiet --no-python-agent"
+                         " --hang-on-silence -- python3 " +
+                         script,
+                     90);
   EXPECT_EQ(launch.exit_code, 3) << launch.output;
   std::ifstream in(log_dir + "/py/diagnosis.json");
   ASSERT_TRUE(in.good()) << launch.output;

@@ -208,12 +208,15 @@ TEST(HangMonitorTest, ExitedRanksDoNotStall) {
 }
 
 TEST(HangMonitorTest, UnlinkedProgramWithoutOutputIsAHang) {
-  // A Python script without libdlaunch: rank 2 never prints, the others printed until 9.9 s.
+  // A program with neither libdlaunch nor the Python agent: rank 2 never prints, the others printed
+  // until 9.9 s.
   testing::TempDir tmp;
   FakeJob job(tmp.path(), 4, /*linked=*/false);
   Child child;
   for (RankLiveState& r : job.ranks) r.pid = r.rank == 2 ? child.pid() : 0;
-  HangMonitor monitor(job, FastOptions());
+  HangMonitor::Options options = FastOptions();
+  options.silence_is_hang = true;  // --hang-on-silence: silence is the only signal of such ranks
+  HangMonitor monitor(job, options);
   EXPECT_FALSE(monitor.Poll(kT0).has_value());
   for (RankLiveState& r : job.ranks) {
     if (r.rank != 2) r.last_output_unix_ms = kT0 + 9900;

@@ -61,7 +61,7 @@ TEST(DoctorCliTest, JsonExitCodeMatchesVerdicts) {
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(code, AnyFail(j) ? 1 : 0);
   EXPECT_EQ(j["ok"].get<bool>(), code == 0);
-  ASSERT_EQ(j["checks"].size(), 12u);
+  ASSERT_EQ(j["checks"].size(), 14u);  // 12, and two on the ranks' Python
   for (const auto& c : j["checks"]) {
     std::string status = c["status"];
     EXPECT_TRUE(status == "pass" || status == "warn" || status == "fail" || status == "skip");
@@ -205,7 +205,7 @@ TEST(DoctorCliTest, LauncherDoctorCommandAgrees) {
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(WEXITSTATUS(status), AnyFail(j) ? 1 : 0);
-  EXPECT_EQ(j["checks"].size(), 12u);
+  EXPECT_EQ(j["checks"].size(), 14u);
 #else
   GTEST_SKIP() << "this build has no dlaunch launcher target";
 #endif

@@ -93,6 +93,33 @@ TEST(JobPlanTest, NcclInfoLogsTheSubsystemsTheAnalysisReads) {
   EXPECT_EQ(Plan(o).JobVariables(Plan(o).ranks()[0], 0).count("NCCL_DEBUG_SUBSYS"), 0u);
 }
 
+TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
+  const NodeSetup setup;
+  const JobIdentity id{"run", "127.0.0.1", 29500, "127.0.0.1:29400"};
+  const std::map<std::string, std::string> env = {{"PYTHONPATH", "/mine"},
+                                                  {"TORCH_NCCL_TRACE_BUFFER_SIZE", "50"}};
+  LaunchOptions o = Options(1);
+  JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, env, "/opt/agent");
+  auto v = plan.JobVariables(plan.ranks()[0], 0);
+  EXPECT_EQ(v["PYTHONPATH"], "/opt/agent:/mine");
+  EXPECT_EQ(v["PYTHONUNBUFFERED"], "1");
+  EXPECT_EQ(v.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);  // the user's stays
+  EXPECT_EQ(v["TORCH_NCCL_DUMP_ON_TIMEOUT"], "1");
+  EXPECT_EQ(v["TORCHELASTIC_ERROR_FILE"], "/logs/run/rank0/torch_error.json");
+  EXPECT_EQ(v["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/logs/run/rank0/torch_trace_");
+  EXPECT_EQ(v.count("DLAUNCH_PYTHON_AGENT"), 0u);
+
+  o.python_agent = false;  // --no-python-agent
+  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, env, "/opt/agent")
+                .JobVariables(plan.ranks()[0], 0)["DLAUNCH_PYTHON_AGENT"],
+            "0");
+  o.command = Command::kTrain;  // built-in ranks are not Python
+  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent")
+                .JobVariables(plan.ranks()[0], 0)
+                .count("PYTHONPATH"),
+            0u);
+}
+
 TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
   LaunchOptions o = Options(1);
   o.max_restarts = 2;

@@ -253,8 +253,8 @@ TEST_F(LauncherTest, RestartsRerunAllRanksWithTheAttemptNumber) {
 
 TEST_F(LauncherTest, OnHangRestartRerunsAHungJob) {
   // Attempt 0 hangs silently (an unlinked program: no output); attempt 1 finishes.
-  Launched l(Cmd({"--nproc", "2", "--hang-timeout", "1", "--on-hang", "restart", "--max-restarts",
-                  "1", "--grace-period", "2", "--", "/bin/sh", "-c",
+  Launched l(Cmd({"--nproc", "2", "--hang-timeout", "1", "--hang-on-silence", "--on-hang",
+                  "restart", "--max-restarts", "1", "--grace-period", "2", "--", "/bin/sh", "-c",
                   "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec sleep 600; fi"}));
   EXPECT_EQ(l.Wait(seconds(120)), 0) << l.err_text();
   EXPECT_NE(l.err_text().find("HANG"), std::string::npos) << l.err_text();

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -40,6 +41,10 @@ TEST(PathsTest, EveryFileHasOnePath) {
   EXPECT_EQ(rank.stacks(), "/logs/run/rank3/stacks.txt");
   EXPECT_EQ(rank.nccl_log(), "/logs/run/rank3/nccl.log");
   EXPECT_EQ(rank.torch_error(), "/logs/run/rank3/torch_error.json");
+  EXPECT_EQ(rank.heartbeat(), "/logs/run/rank3/heartbeat.json");
+  EXPECT_EQ(rank.dump_request(), "/logs/run/rank3/dump_request");
+  EXPECT_EQ(rank.py_stacks(), "/logs/run/rank3/py_stacks.txt");
+  EXPECT_EQ(rank.torch_trace_prefix(), "/logs/run/rank3/torch_trace_");
   EXPECT_EQ(RankFileLabel(3, rank.flight()), "rank3/flight.json");
   EXPECT_EQ(RunDir::ParseRankDirName("rank12"), 12);
   EXPECT_EQ(RunDir::ParseRankDirName("rank"), std::nullopt);
@@ -89,6 +94,14 @@ TEST(FlightFileTest, RoundTrip) {
     e.duration_us = seq < 2 ? 1 : 0;
   }
   dump.entries[0].error = "";
+  // What Python ranks add: process groups, and per call its group, shape, call site and bucket.
+  dump.process_groups["0"] = {{0, 1, 2, 3}, "gloo"};
+  dump.process_groups["1"] = {{1, 3}, "gloo"};
+  dump.entries[2].pg = "0";
+  dump.entries[2].pg_seq = 1;
+  dump.entries[2].shape = {1024, 1024};
+  dump.entries[2].call_site = "DDP bucket 0 of train.py:30 <module>";
+  dump.entries[2].bucket = 0;
   const std::string path = RankDir(dir.path()).flight();
   WriteFlight(path, dump);
   EXPECT_THAT(Slurp(path), HasSubstr("\"schema\":\"dlaunch.flight/1\""));
@@ -102,6 +115,13 @@ TEST(FlightFileTest, RoundTrip) {
   ASSERT_NE(back.Find(1), nullptr);
   EXPECT_EQ(back.Find(1)->peer, 3);
   EXPECT_EQ(back.Find(7), nullptr);
+  EXPECT_EQ(back.Find(2)->call_site, "DDP bucket 0 of train.py:30 <module>");
+  EXPECT_THAT(back.Find(2)->shape, ElementsAre(1024, 1024));
+  EXPECT_EQ(back.Find(2)->bucket, 0);
+  EXPECT_EQ(back.Find(0)->pg_seq, -1);
+  EXPECT_THAT(back.process_groups.at("1").ranks, ElementsAre(1, 3));
+  // A native entry keeps its fields only.
+  EXPECT_THAT(Slurp(path), Not(HasSubstr("\"bucket\":-1")));
   EXPECT_TRUE(IsPointToPoint("recv"));
   EXPECT_EQ(ParseOpState("bogus"), OpState::kScheduled);
 }
@@ -173,6 +193,53 @@ TEST(EventsFileTest, OldLinesAndGarbage) {
   ASSERT_EQ(problems.size(), 2u);
   EXPECT_THAT(problems[0], HasSubstr("newer"));
   EXPECT_THAT(problems[1], HasSubstr("rank0/events.jsonl: 1 unreadable line"));
+}
+
+TEST(HeartbeatFileTest, RoundTripAndTheAgentsForm) {
+  TempDir dir;
+  const RankDir rank(dir.path());
+  Heartbeat beat;
+  std::vector<std::string> problems;
+  EXPECT_EQ(ReadHeartbeat(rank.heartbeat(), "rank1/heartbeat.json", &beat, &problems),
+            FileState::kAbsent);
+  beat.rank = 1;
+  beat.pid = 42;
+  beat.unix_ms = 5;
+  beat.step = 7;
+  beat.phase = "backward";
+  beat.last_started_seq = 9;
+  beat.last_completed_seq = 8;
+  beat.current_op = "allreduce";
+  beat.device_reserved_bytes = 800;
+  beat.section = "checkpoint";
+  beat.section_since_unix_ms = 3;
+  beat.section_timeout_s = 900;
+  WriteHeartbeat(rank.heartbeat(), beat);
+  Heartbeat back;
+  ASSERT_EQ(ReadHeartbeat(rank.heartbeat(), "rank1/heartbeat.json", &back, &problems),
+            FileState::kOk);
+  EXPECT_EQ(back.pid, 42);
+  EXPECT_EQ(back.phase, "backward");
+  EXPECT_EQ(back.last_started_seq, 9);
+  EXPECT_EQ(back.device_reserved_bytes, 800);
+  EXPECT_EQ(back.device_allocated_bytes, -1);
+  EXPECT_EQ(back.section, "checkpoint");
+  EXPECT_EQ(back.section_timeout_s, 900);
+  // The agent's section without a timeout (None): the job's --hang-timeout.
+  std::ofstream(rank.heartbeat())
+      << R"({"schema":"dlaunch.heartbeat/1","pid":7,"section":{"name":"eval","timeout_s":null}})";
+  ASSERT_EQ(ReadHeartbeat(rank.heartbeat(), "rank1/heartbeat.json", &back, &problems),
+            FileState::kOk);
+  EXPECT_EQ(back.section, "eval");
+  EXPECT_EQ(back.section_timeout_s, -1);
+  std::ofstream(rank.heartbeat()) << R"({"schema":"dlaunch.flight/1"})";
+  EXPECT_EQ(ReadHeartbeat(rank.heartbeat(), "rank1/heartbeat.json", &back, &problems),
+            FileState::kInvalid);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("rank1/heartbeat.json has schema"));
+
+  WriteDumpRequest(rank.dump_request(), "hang", 11);
+  EXPECT_THAT(Slurp(rank.dump_request()), HasSubstr("\"schema\":\"dlaunch.dump_request/1\""));
 }
 
 TEST(ErrorFileTest, RoundTrip) {

@@ -1,0 +1,82 @@
+#include "core/run_dir/heartbeat_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/base/files.h"
+#include "core/run_dir/json_fields.h"
+
+namespace dlaunch::rundir {
+
+using detail::GetInt;
+using detail::GetString;
+using nlohmann::json;
+
+void WriteHeartbeat(const std::string& path, const Heartbeat& h) {
+  json doc = {{"schema", SchemaId(kHeartbeatSchema)},
+              {"rank", h.rank},
+              {"pid", h.pid},
+              {"unix_ms", h.unix_ms},
+              {"step", h.step},
+              {"phase", h.phase},
+              {"phase_since_unix_ms", h.phase_since_unix_ms},
+              {"progress_unix_ms", h.progress_unix_ms},
+              {"last_started_seq", h.last_started_seq},
+              {"last_completed_seq", h.last_completed_seq},
+              {"current_op", h.current_op},
+              {"rss_bytes", h.rss_bytes},
+              {"peak_rss_bytes", h.peak_rss_bytes},
+              {"section", nullptr}};
+  for (const auto& [key, value] : {std::pair{"device_allocated_bytes", h.device_allocated_bytes},
+                                   {"device_reserved_bytes", h.device_reserved_bytes},
+                                   {"device_peak_bytes", h.device_peak_bytes}}) {
+    if (value >= 0) doc[key] = value;
+  }
+  if (!h.section.empty()) {
+    doc["section"] = {
+        {"name", h.section},
+        {"since_unix_ms", h.section_since_unix_ms},
+        {"timeout_s", h.section_timeout_s < 0 ? json(nullptr) : json(h.section_timeout_s)}};
+  }
+  base::WriteFileAtomically(path, detail::Dump(doc) + "\n");
+}
+
+FileState ReadHeartbeat(const std::string& path, const std::string& label, Heartbeat* out,
+                        std::vector<std::string>* problems) {
+  json j;
+  if (FileState state =
+          detail::ReadJsonObject(path, label, kHeartbeatSchema, kMaxHeartbeatBytes, &j, problems);
+      state != FileState::kOk) {
+    return state;
+  }
+  Heartbeat& h = *out;
+  h.rank = detail::GetInt32(j, "rank", -1, -1);
+  h.pid = detail::GetInt32(j, "pid", 0, 0);
+  h.unix_ms = GetInt(j, "unix_ms", 0);
+  h.step = GetInt(j, "step", 0);
+  h.phase = GetString(j, "phase");
+  h.phase_since_unix_ms = GetInt(j, "phase_since_unix_ms", 0);
+  h.progress_unix_ms = GetInt(j, "progress_unix_ms", 0);
+  h.last_started_seq = GetInt(j, "last_started_seq", -1);
+  h.last_completed_seq = GetInt(j, "last_completed_seq", -1);
+  h.current_op = GetString(j, "current_op");
+  h.rss_bytes = GetInt(j, "rss_bytes", -1);
+  h.peak_rss_bytes = GetInt(j, "peak_rss_bytes", -1);
+  h.device_allocated_bytes = GetInt(j, "device_allocated_bytes", -1);
+  h.device_reserved_bytes = GetInt(j, "device_reserved_bytes", -1);
+  h.device_peak_bytes = GetInt(j, "device_peak_bytes", -1);
+  auto section = j.find("section");
+  if (section != j.end() && section->is_object()) {
+    h.section = GetString(*section, "name");
+    h.section_since_unix_ms = GetInt(*section, "since_unix_ms", 0);
+    h.section_timeout_s = detail::GetDouble(*section, "timeout_s", -1);
+  }
+  return FileState::kOk;
+}
+
+void WriteDumpRequest(const std::string& path, const std::string& reason, int64_t unix_ms) {
+  const json doc = {
+      {"schema", SchemaId(kDumpRequestSchema)}, {"reason", reason}, {"unix_ms", unix_ms}};
+  base::WriteFileAtomically(path, detail::Dump(doc) + "\n");
+}
+
+}  // namespace dlaunch::rundir

@@ -1,0 +1,247 @@
+#include "launcher/python/python_launch.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "core/base/files.h"
+#include "core/error.h"
+#include "core/run_dir/error_file.h"
+#include "core/run_dir/paths.h"
+#include "launcher/doctor/python_probe.h"
+#include "launcher/job/rank_program.h"
+#include "launcher/python/agent_files.h"
+
+namespace dlaunch::launcher::python {
+namespace {
+
+namespace fs = std::filesystem;
+
+// torchrun's --run-path: the file runs through runpy in the interpreter, whatever its name.
+constexpr const char* kRunPathLauncher =
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool IsSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+// Other interpreters on this machine that have torch, for the fix of a refused torch script.
+std::string InterpretersWithTorch(const std::string& refused) {
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+      if (!dir.empty()) candidates.push_back(dir + "/python3");
+    }
+  }
+  candidates.push_back("/usr/bin/python3");
+  std::vector<std::string> found;
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    const std::string canonical = fs::weakly_canonical(c, ec).string();
+    if (::access(c.c_str(), X_OK) != 0 || c == refused) continue;
+    bool seen = false;
+    for (const std::string& f : found) seen = seen || fs::weakly_canonical(f, ec) == canonical;
+    if (!seen && PythonHasModule(c, "torch")) found.push_back(c);
+    if (found.size() == 2) break;
+  }
+  std::string out;
+  for (const std::string& f : found) out += (out.empty() ? "" : " or ") + ("--python " + f);
+  return out;
+}
+
+}  // namespace
+
+bool IsPythonEntry(const LaunchOptions& o) {
+  if (o.command != Command::kProgram || o.program.empty()) return false;
+  if (o.module || o.run_path) return true;
+  return !o.no_python && EndsWith(o.program.front(), ".py");
+}
+
+Interpreter ResolveInterpreter(const LaunchOptions& o) {
+  Interpreter in;
+  std::string wanted = "python3";
+  in.source = "PATH";
+  if (!o.python.empty()) {
+    wanted = o.python;
+    in.source = "--python";
+  } else if (IsSet("PYTHON_EXEC")) {
+    wanted = std::getenv("PYTHON_EXEC");
+    in.source = "PYTHON_EXEC";
+  }
+  try {
+    in.path = ResolveProgram(wanted);
+  } catch (const UsageError& e) {
+    throw UsageError("Python interpreter from " + in.source + ": " + e.what());
+  }
+  return in;
+}
+
+bool ImportsTorch(const std::string& script) {
+  std::ifstream in(script);
+  static const std::regex torch_import(R"(^\s*(import\s+torch\b|from\s+torch\b))");
+  std::string line;
+  for (int n = 0; n < 5000 && std::getline(in, line); ++n) {
+    if (std::regex_search(line, torch_import)) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> PythonArgv(const LaunchOptions& o, const Interpreter& interpreter) {
+  const std::string& target = o.program.front();
+  std::vector<std::string> argv = {interpreter.path, "-u"};
+  if (o.module) {
+    argv.insert(argv.end(), {"-m", target});
+  } else {
+    if (::access(target.c_str(), R_OK) != 0) {
+      throw UsageError("script '" + target + "' does not exist or is not readable");
+    }
+    if (!fs::is_directory(target) && ImportsTorch(target) &&
+        !PythonHasModule(interpreter.path, "torch")) {
+      const std::string others = InterpretersWithTorch(interpreter.path);
+      throw UsageError(
+          target + " imports torch, but " + interpreter.path + " (the interpreter from " +
+          interpreter.source + ") cannot import it. Fix: " +
+          (others.empty()
+               ? "install torch for that interpreter, or "
+                 "pass --python PATH (or set PYTHON_EXEC) to one that has it"
+               : "use " + others + " (it has torch), or install torch for " + interpreter.path));
+    }
+    if (o.run_path) {
+      argv.insert(argv.end(), {"-c", kRunPathLauncher});
+    }
+    argv.push_back(target);
+  }
+  argv.insert(argv.end(), o.program.begin() + 1, o.program.end());
+  return argv;
+}
+
+std::string FindAgentDir(const std::string& self_exe) {
+  if (IsSet("DLAUNCH_PYTHON_AGENT_DIR")) return std::getenv("DLAUNCH_PYTHON_AGENT_DIR");
+  const fs::path bin = fs::path(self_exe).parent_path();
+  for (const fs::path& dir : {bin.parent_path() / "share" / "dlaunch" / "python", bin / "python",
+                              bin.parent_path() / "python"}) {
+    std::error_code ec;
+    if (fs::exists(dir / "sitecustomize.py", ec) && fs::is_directory(dir / "dlaunch", ec)) {
+      return fs::absolute(dir, ec).string();
+    }
+  }
+  return "";
+}
+
+void AddJobEnv(const std::string& agent_dir, bool agent,
+               const std::map<std::string, std::string>& launcher_env,
+               std::map<std::string, std::string>* env) {
+  auto inherited = [&](const char* key) -> std::string {
+    auto it = launcher_env.find(key);
+    return it == launcher_env.end() ? "" : it->second;
+  };
+  auto set_default = [&](const char* key, const std::string& value) {
+    if (inherited(key).empty() && !env->count(key)) (*env)[key] = value;
+  };
+  set_default("PYTHONUNBUFFERED", "1");
+  if (!agent_dir.empty()) {
+    const std::string existing = inherited("PYTHONPATH");
+    (*env)["PYTHONPATH"] = agent_dir + (existing.empty() ? "" : ":" + existing);
+  }
+  // Opted out: `import dlaunch` still works (its calls do nothing); the agent does not start.
+  if (!agent) (*env)["DLAUNCH_PYTHON_AGENT"] = "0";
+  // torch >= 2.2 keeps a ring of its NCCL calls and dumps it when its watchdog times out; the
+  // dumps land in the rank directory (AddRankEnv).
+  set_default("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
+  set_default("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+}
+
+void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::string>& launcher_env,
+                std::map<std::string, std::string>* env) {
+  std::error_code ec;
+  const rundir::RankDir dir(fs::absolute(rank_dir, ec).lexically_normal().string());
+  (*env)["TORCHELASTIC_ERROR_FILE"] = dir.torch_error();
+  (*env)["DLAUNCH_RANK_DIR"] = dir.path();
+  auto it = launcher_env.find("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+  if (it == launcher_env.end() || it->second.empty()) {
+    (*env)["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = dir.torch_trace_prefix();
+  }
+}
+
+void ClearAttemptFiles(const std::string& rank_dir) {
+  std::error_code ec;
+  fs::remove(rundir::RankDir(rank_dir).torch_error(), ec);
+  ClearAgentFiles(rank_dir);
+}
+
+std::optional<RecordedError> ReadRecordedError(const std::string& rank_dir) {
+  const std::string path = rundir::RankDir(rank_dir).torch_error();
+  // The rank wrote it: bounded, and never a FIFO that would hold the launcher.
+  std::string text;
+  if (base::ReadFileBounded(path, rundir::kMaxErrorBytes, &text) != base::ReadStatus::kOk) {
+    return std::nullopt;
+  }
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  RecordedError e;
+  e.path = path;
+  auto message = j.find("message");
+  if (message == j.end()) return std::nullopt;
+  if (message->is_string()) {
+    // Written by a program rather than by @record: a plain message.
+    e.message = message->get<std::string>();
+    return e;
+  }
+  if (!message->is_object()) return std::nullopt;
+  e.message = message->value("message", std::string());
+  auto extra = message->find("extraInfo");
+  if (extra != message->end() && extra->is_object()) {
+    e.traceback = extra->value("py_callstack", std::string());
+    auto ts = extra->find("timestamp");
+    if (ts != extra->end()) {
+      if (ts->is_number_integer()) e.timestamp = ts->get<int64_t>();
+      if (ts->is_string()) e.timestamp = std::atoll(ts->get<std::string>().c_str());
+    }
+  }
+  return e;
+}
+
+std::string RecordedErrorLines(int rank, const std::string& rank_dir, std::string* headline) {
+  std::ostringstream out;
+  rundir::ErrorReport error;
+  std::vector<std::string> problems;  // an unreadable error.json adds nothing here
+  const std::string error_path = rundir::RankDir(rank_dir).error();
+  if (rundir::ReadError(error_path, error_path, &error, &problems) == rundir::FileState::kOk &&
+      error.kind == "oom") {
+    const std::string cause = "out of memory on rank " + std::to_string(rank);
+    *headline = cause;
+    out << "  cause     : " << cause;
+    if (!error.message.empty()) out << ": " << error.message;
+    out << "\n";
+    auto advice = error.fields.find("advice");
+    if (advice != error.fields.end() && advice->is_array()) {
+      for (const auto& a : *advice) {
+        if (a.is_string()) out << "  advice    : " << a.get<std::string>() << "\n";
+      }
+    }
+  }
+  if (auto recorded = ReadRecordedError(rank_dir)) {
+    out << "  error_file: " << recorded->path << "\n";
+    if (!recorded->message.empty()) out << "  error     : " << recorded->message << "\n";
+    if (!recorded->traceback.empty()) {
+      out << "  traceback :\n";
+      std::istringstream lines(recorded->traceback);
+      std::string line;
+      while (std::getline(lines, line)) out << "    " << line << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace dlaunch::launcher::python

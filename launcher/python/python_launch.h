@@ -1,0 +1,78 @@
+// How dlaunch runs Python ranks the way torchrun does: the interpreter (--python, PYTHON_EXEC,
+// python3), `-u`, `-m module`, `--run-path`, the rank agent on PYTHONPATH, an absolute
+// TORCHELASTIC_ERROR_FILE and PyTorch's own flight recorder pointed into the rank directory.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/options.h"
+
+namespace dlaunch::launcher::python {
+
+struct Interpreter {
+  std::string path;    // resolved, executable
+  std::string source;  // "--python", "PYTHON_EXEC" or "PATH"
+};
+
+// True when dlaunch itself picks the interpreter: a .py program (unless --no-python), -m or
+// --run-path.
+bool IsPythonEntry(const LaunchOptions& o);
+
+// --python, else $PYTHON_EXEC, else python3 from PATH. Throws UsageError naming where the missing
+// interpreter came from.
+Interpreter ResolveInterpreter(const LaunchOptions& o);
+
+// argv of each rank for a Python entry: interpreter, -u, then the script, `-m module` or the
+// run-path launcher, then the user's arguments. Throws UsageError for a missing script, and for
+// a script that imports torch when the interpreter cannot (with the fix). Blocks for one short
+// interpreter run in that case (a module lookup, not an import of torch).
+std::vector<std::string> PythonArgv(const LaunchOptions& o, const Interpreter& interpreter);
+
+// Whether `script` imports torch (an `import torch` or `from torch` line).
+bool ImportsTorch(const std::string& script);
+
+// The rank agent's folder (holding sitecustomize.py and dlaunch/), found next to the binaries:
+// $DLAUNCH_PYTHON_AGENT_DIR, <bin>/../share/dlaunch/python, <bin>/python, <bin>/../python.
+// "" when there is none.
+std::string FindAgentDir(const std::string& self_exe);
+
+// Variables every program rank gets, each only where neither the user (`launcher_env`, dlaunch's
+// own environment) nor the job has set it: PYTHONUNBUFFERED=1, the agent folder in front of
+// PYTHONPATH (unless `agent_dir` is empty), DLAUNCH_PYTHON_AGENT=0 when `agent` is off
+// (--no-python-agent), and PyTorch's NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE,
+// TORCH_NCCL_DUMP_ON_TIMEOUT). Pure.
+void AddJobEnv(const std::string& agent_dir, bool agent,
+               const std::map<std::string, std::string>& launcher_env,
+               std::map<std::string, std::string>* env);
+
+// Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE and DLAUNCH_RANK_DIR (so `@record` and
+// the agent still work after os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE inside the rank
+// directory unless `launcher_env` sets it. Pure.
+void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::string>& launcher_env,
+                std::map<std::string, std::string>* env);
+
+// Removes what the Python side of an earlier attempt left in rank_dir: torch's error file (so a
+// recorded error is this attempt's) and the agent's heartbeat and stacks. Never throws.
+void ClearAttemptFiles(const std::string& rank_dir);
+
+struct RecordedError {
+  std::string path;
+  std::string message;    // "ValueError: boom"
+  std::string traceback;  // Python's traceback text, possibly several lines
+  int64_t timestamp = 0;  // seconds since the epoch, 0 when absent
+};
+
+// Reads rank_dir's torch_error.json; nullopt when absent or not in torch's format. Never throws.
+std::optional<RecordedError> ReadRecordedError(const std::string& rank_dir);
+
+// The lines of torchrun's root-cause block that come from the rank's own records: the error file
+// of `@record` (error_file, its message and traceback) and an error.json of kind "oom"
+// ("out of memory on rank R", its message and advice). Each line is indented and ends in '\n'; ""
+// when there is neither. `headline` gets "out of memory on rank R" for an OOM, else stays as it is.
+// Never throws.
+std::string RecordedErrorLines(int rank, const std::string& rank_dir, std::string* headline);
+
+}  // namespace dlaunch::launcher::python

@@ -1,0 +1,408 @@
+"""dlaunch's rank agent: one per Python rank, started by sitecustomize.
+
+It keeps the flight recorder, and talks to the launcher through files of the rank directory
+(docs/run-directory.md, "Python ranks"): heartbeat.json every heartbeat interval, flight.json
+periodically and on request, exit and signals, py_stacks.txt on request, telemetry lines in
+events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
+replacing dump_request; the agent's thread looks for it every 100 ms.
+"""
+import atexit
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from . import _files, _memory
+from ._recorder import FlightRecorder
+
+HEARTBEAT_FILE = "heartbeat.json"
+FLIGHT_FILE = "flight.json"
+STACKS_FILE = "py_stacks.txt"
+ERROR_FILE = "error.json"
+EVENTS_FILE = "events.jsonl"
+DUMP_REQUEST_FILE = "dump_request"
+
+_POLL_S = 0.1
+_FLIGHT_EVERY_S = 2.0
+
+_agent = None
+
+
+def current():
+    return _agent
+
+
+def start_from_env():
+    """Starts the agent when this process is a dlaunch rank and no ancestor in the rank runs
+    one already. Returns it, or None."""
+    global _agent
+    if _agent is not None:
+        return _agent
+    owner = os.environ.get("DLAUNCH_PYTHON_AGENT_PID")
+    if owner and owner != str(os.getpid()):
+        return None  # a child of the rank (DataLoader worker, subprocess)
+    os.environ["DLAUNCH_PYTHON_AGENT_PID"] = str(os.getpid())
+    _agent = Agent(os.environ["DLAUNCH_RANK_DIR"])
+    _agent.start()
+    return _agent
+
+
+def _request_stamp(path):
+    try:
+        st = os.stat(path)
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+
+
+class Agent:
+    def __init__(self, rank_dir):
+        self.rank_dir = rank_dir
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        world = int(os.environ.get("WORLD_SIZE", "0") or 0)
+        self.recorder = FlightRecorder(self.rank, world)
+        self.heartbeat_s = max(0.1, int(os.environ.get("DLAUNCH_HEARTBEAT_MS", "1000")) / 1000.0)
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self.phase = "init"
+        self.phase_since_ms = int(time.time() * 1000)
+        self.step = 0
+        self.explicit_steps = False
+        self._opt_steps = {}
+        self.progress_ms = self.phase_since_ms
+        self.sections = []  # stack of {"name", "timeout_s", "since_unix_ms"}
+        self._in_collective = {}  # thread id -> phase before the collective
+        self._flight_version = -1
+        self._flight_written = 0.0
+        self._telemetry_key = None
+        self._telemetry_written = 0.0
+        self._request_stamp = None
+        self._stopping = threading.Event()
+        self._dumped_for_exit = False
+        self._error_written = False
+        self._prev_sigterm = None
+        self._wakeup_r = None
+        self.events = None
+        self.hooks = None
+
+    # ---- start and stop
+    def start(self):
+        try:
+            os.makedirs(self.rank_dir, exist_ok=True)
+            self.events = _files.LineLog(os.path.join(self.rank_dir, EVENTS_FILE))
+        except OSError:
+            self.events = None
+        from . import _torch_hooks
+
+        self.hooks = _torch_hooks.install(self)
+        self._request_stamp = _request_stamp(self._path(DUMP_REQUEST_FILE))
+        self._install_exit_handlers()
+        self._write_heartbeat()
+        t = threading.Thread(target=self._loop, name="dlaunch-agent", daemon=True)
+        t.start()
+
+    def _path(self, name):
+        return os.path.join(self.rank_dir, name)
+
+    def _install_exit_handlers(self):
+        atexit.register(self._at_exit)
+        prev_hook = sys.excepthook
+
+        def excepthook(exc_type, exc, tb):
+            self.record_exception(exc, tb)
+            prev_hook(exc_type, exc, tb)
+
+        sys.excepthook = excepthook
+        prev_thread_hook = threading.excepthook
+
+        def thread_excepthook(args):
+            if args.exc_value is not None:
+                classified = _memory.classify_oom(args.exc_value)
+                if classified is not None:
+                    self.record_exception(args.exc_value, args.exc_traceback)
+            prev_thread_hook(args)
+
+        threading.excepthook = thread_excepthook
+        if threading.current_thread() is not threading.main_thread():
+            return
+        # SIGTERM (teardown) and SIGINT: dump first, then end as the signal would have. The
+        # Python handler runs only when the main thread gets back to Python; a rank stuck in a
+        # collective is answered by the agent's thread, woken through the wakeup fd.
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            prev_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            if prev_fd != -1:
+                signal.set_wakeup_fd(prev_fd)  # someone else's (asyncio): leave it
+                os.close(r)
+                os.close(w)
+            else:
+                self._wakeup_r = r
+        except (ValueError, OSError):
+            pass
+        try:
+            self._prev_sigterm = signal.getsignal(signal.SIGTERM)
+            if self._prev_sigterm in (signal.SIG_DFL, None):
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):
+            pass
+
+    def _on_sigterm(self, signum, frame):
+        self._die_of(signum)
+
+    def _die_of(self, signum):
+        self.dump("signal")
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except ValueError:
+            pass
+        os.kill(os.getpid(), signum)
+
+    def _at_exit(self):
+        self._stopping.set()
+        self.set_phase("done")
+        self.dump("exit")
+
+    # ---- what the hooks and the API report
+    def set_phase(self, phase):
+        with self._lock:
+            if self._in_collective.get(threading.get_ident()) is not None:
+                self._in_collective[threading.get_ident()] = phase
+                return
+            if phase != self.phase:
+                self.phase = phase
+                self.phase_since_ms = int(time.time() * 1000)
+
+    def enter_collective(self, entry):
+        with self._lock:
+            self._in_collective[threading.get_ident()] = self.phase
+            self.phase = "communication"
+            self.phase_since_ms = int(time.time() * 1000)
+
+    def leave_collective(self, entry):
+        with self._lock:
+            prev = self._in_collective.pop(threading.get_ident(), None)
+            if prev is not None:
+                self.phase = prev
+                self.phase_since_ms = int(time.time() * 1000)
+
+    def optimizer_stepped(self, optimizer_id):
+        with self._lock:
+            n = self._opt_steps.get(optimizer_id, 0) + 1
+            self._opt_steps[optimizer_id] = n
+            if not self.explicit_steps and n > self.step:
+                self.step = n
+                self.progress_ms = int(time.time() * 1000)
+            self.phase = "data"
+            self.phase_since_ms = int(time.time() * 1000)
+
+    def set_step(self, step):
+        with self._lock:
+            self.explicit_steps = True
+            self.step = int(step)
+            self.progress_ms = int(time.time() * 1000)
+
+    def push_section(self, name, timeout_s):
+        with self._lock:
+            now = int(time.time() * 1000)
+            self.sections.append({"name": name, "timeout_s": timeout_s, "since_unix_ms": now,
+                                  "phase_before": self.phase})
+            self.phase = "checkpoint" if name == "checkpoint" else self.phase
+            self.phase_since_ms = now
+        self._write_heartbeat()
+
+    def pop_section(self):
+        with self._lock:
+            if self.sections:
+                s = self.sections.pop()
+                self.phase = s["phase_before"]
+                self.phase_since_ms = int(time.time() * 1000)
+            self.progress_ms = int(time.time() * 1000)
+        self._write_heartbeat()
+
+    # ---- the files
+    def _status(self):
+        rec = self.recorder
+        now = int(time.time() * 1000)
+        flying = rec.in_flight()
+        with self._lock:
+            status = {
+                "schema": "dlaunch.heartbeat/1",
+                "rank": self.rank,
+                "pid": self.pid,
+                "unix_ms": now,
+                "step": self.step,
+                "phase": self.phase,
+                "phase_since_unix_ms": self.phase_since_ms,
+                "progress_unix_ms": max(self.progress_ms, rec.last_change_ns // 1000000),
+                "last_started_seq": rec.last_started,
+                "last_completed_seq": rec.last_completed,
+                "current_op": flying.op if flying is not None else "",
+                "in_flight": None,
+                "section": None,
+                "rss_bytes": _memory.rss_bytes(),
+                "peak_rss_bytes": _memory.peak_rss_bytes(),
+            }
+            if self.sections:
+                s = self.sections[-1]
+                status["section"] = {"name": s["name"], "timeout_s": s["timeout_s"],
+                                     "since_unix_ms": s["since_unix_ms"]}
+        if flying is not None:
+            status["in_flight"] = {"seq": flying.seq, "op": flying.op, "pg": flying.pg,
+                                   "pg_seq": flying.pg_seq,
+                                   "since_unix_ms": flying.started_ns // 1000000,
+                                   "call_site": flying.call_site}
+        status.update(_memory.cuda_stats())
+        return status
+
+    def _write_heartbeat(self):
+        status = self._status()
+        try:
+            _files.write_json(self._path(HEARTBEAT_FILE), status)
+        except OSError:
+            pass
+        return status
+
+    def _write_telemetry(self, status, force=False):
+        if self.events is None:
+            return
+        key = (status["step"], status["phase"])
+        now = time.monotonic()
+        if not force and key == self._telemetry_key and now - self._telemetry_written < 10:
+            return
+        self._telemetry_key = key
+        self._telemetry_written = now
+        line = {"unix_ms": status["unix_ms"], "rank": self.rank, "kind": "telemetry",
+                "source": "python", "step": status["step"], "phase": status["phase"],
+                "rss_bytes": status["rss_bytes"], "peak_rss_bytes": status["peak_rss_bytes"]}
+        for k in ("device_allocated_bytes", "device_reserved_bytes", "device_peak_bytes",
+                  "device_free_bytes", "device_total_bytes"):
+            if k in status:
+                line[k] = status[k]
+        self.events.append(line)
+
+    def write_flight(self, reason):
+        rec = self.recorder
+        try:
+            _files.write_json(self._path(FLIGHT_FILE), rec.to_json(reason))
+            self._flight_version = rec.version
+            self._flight_written = time.monotonic()
+        except OSError:
+            pass
+
+    def write_stacks(self, reason):
+        frames = sys._current_frames()
+        names = {t.ident: t for t in threading.enumerate()}
+        main_ident = threading.main_thread().ident
+        out = ["Python stacks of rank %d (pid %d) at %s: %s" %
+               (self.rank, self.pid, time.strftime("%Y-%m-%d %H:%M:%S"), reason)]
+        order = sorted(frames, key=lambda ident: ident != main_ident)
+        for ident in order:
+            t = names.get(ident)
+            name = t.name if t is not None else "?"
+            if t is not None and t.name == "dlaunch-agent":
+                continue
+            out.append("")
+            out.append('Thread %d "%s"%s (most recent call last):' %
+                       (ident, name, " (main)" if ident == main_ident else ""))
+            for line in traceback.format_stack(frames[ident]):
+                out.append(line.rstrip("\n"))
+        try:
+            _files.write_atomically(self._path(STACKS_FILE), "\n".join(out) + "\n")
+        except OSError:
+            pass
+
+    def dump(self, reason, stacks=False):
+        """flight.json (and py_stacks.txt when asked). Safe from any thread."""
+        if stacks:
+            self.write_stacks(reason)
+        self.write_flight(reason)
+        status = self._write_heartbeat()
+        self._write_telemetry(status, force=True)
+
+    def record_exception(self, exc, tb):
+        if self._error_written or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return
+        self._error_written = True
+        now = int(time.time() * 1000)
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        classified = _memory.classify_oom(exc)
+        doc = {"schema": "dlaunch.error/1", "rank": self.rank, "unix_ms": now,
+               "kind": "error", "exception": type(exc).__name__,
+               "message": "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0]
+                                      if str(exc).strip() else ""),
+               "traceback": text, "call_site": _last_frame(tb), "source": "python"}
+        if classified is not None:
+            device, requested = classified
+            figures, advice = _memory.oom_report(exc, device, requested)
+            doc["kind"] = "oom"
+            doc["device"] = device
+            doc["tried_to_allocate_bytes"] = requested
+            doc["memory"] = figures
+            doc["advice"] = advice
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            doc["message"] = first[:500]
+        try:
+            _files.write_json(self._path(ERROR_FILE), doc)
+        except OSError:
+            pass
+        if self.events is not None:
+            event = {k: doc[k] for k in ("unix_ms", "rank", "kind", "message")}
+            if "tried_to_allocate_bytes" in doc:
+                event["tried_to_allocate_bytes"] = doc["tried_to_allocate_bytes"]
+            self.events.append(event)
+        self.dump("error")
+
+    # ---- the agent's thread
+    def _loop(self):
+        next_beat = 0.0
+        while not self._stopping.is_set():
+            if self._wakeup_r is not None:
+                import select
+
+                ready, _, _ = select.select([self._wakeup_r], [], [], _POLL_S)
+                if ready:
+                    try:
+                        data = os.read(self._wakeup_r, 64)
+                    except OSError:
+                        data = b""
+                    # Re-deliver to Python's own handler too (set_wakeup_fd consumed nothing).
+                    if signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) == \
+                            self._on_sigterm:
+                        self._die_of(signal.SIGTERM)
+            else:
+                self._stopping.wait(_POLL_S)
+            try:
+                self._tick(time.monotonic(), next_beat)
+            except Exception:
+                pass
+            if time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + self.heartbeat_s
+
+    def _tick(self, now, next_beat):
+        stamp = _request_stamp(self._path(DUMP_REQUEST_FILE))
+        if stamp is not None and stamp != self._request_stamp:
+            self._request_stamp = stamp
+            reason = "request"
+            self.dump(reason, stacks=True)
+            return
+        if now >= next_beat:
+            status = self._write_heartbeat()
+            self._write_telemetry(status)
+        rec = self.recorder
+        if rec.version != self._flight_version and now - self._flight_written >= _FLIGHT_EVERY_S:
+            self.write_flight("periodic")
+
+
+def _last_frame(tb):
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    code = last.tb_frame.f_code
+    return "%s:%d %s" % (code.co_filename, last.tb_lineno, code.co_name)

@@ -1,0 +1,81 @@
+// Python entry points launched the way torchrun launches them: the interpreter and where it came
+// from, -u, -m, --run-path, the @record error file in the root cause, refusals before launch.
+#include <gmock/gmock.h>
+
+#include "python_test_util.h"
+
+namespace dlaunch::testing {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class PythonLaunchTest : public PythonJobTest {};
+
+TEST_F(PythonLaunchTest, RecordedExceptionLeadsTheRootCauseAfterChdirAndNoise) {
+  Launched l(Cmd({"--nproc", "2", "--quiet", Script("record_error.py")}));
+  ASSERT_EQ(l.Wait(seconds(90)), 1) << l.err_text();
+  const std::string err = l.err_text();
+  EXPECT_THAT(err, HasSubstr("dlaunch: python /usr/bin/python3 (from --python)"));
+  EXPECT_THAT(err, HasSubstr("error_file: " + (RankDir(1) / "torch_error.json").string()));
+  EXPECT_THAT(err, HasSubstr("error     : ValueError: bad value on rank 1"));
+  EXPECT_THAT(err, HasSubstr("traceback :"));
+  EXPECT_THAT(err, HasSubstr("raise ValueError(\"bad value on rank 1\")"));
+  // @record itself did not fail on the relative path after os.chdir().
+  EXPECT_THAT(ReadText(RankDir(1) / "stderr.log"), Not(HasSubstr("FileNotFoundError")));
+}
+
+TEST_F(PythonLaunchTest, KilledRankKeepsItsOutputWithoutPythonUnbuffered) {
+  Launched l(Cmd({"--nproc", "1", "--quiet", Script("killed_output.py")}), {"PYTHONUNBUFFERED="});
+  ASSERT_EQ(l.Wait(seconds(60)), 1) << l.err_text();
+  EXPECT_THAT(ReadText(RankDir(0) / "stdout.log"), HasSubstr("before the kill on rank 0"));
+}
+
+TEST_F(PythonLaunchTest, ModuleRunsWithDashM) {
+  Launched l(Cmd({"--nproc", "2", "-m", "dlaunch_test_pkg.hello", "x", "--flag"}),
+             {"PYTHONPATH=" + std::string(DLAUNCH_PY_SCRIPTS)});
+  ASSERT_EQ(l.Wait(seconds(60)), 0) << l.err_text();
+  EXPECT_THAT(ReadText(RankDir(1) / "stdout.log"),
+              HasSubstr("module __main__ rank 1 args ['x', '--flag']"));
+}
+
+TEST_F(PythonLaunchTest, RunPathRunsAFileWithoutPyExtension) {
+  Launched l(Cmd({"--nproc", "1", "--run-path", Script("run_path_entry"), "a"}));
+  ASSERT_EQ(l.Wait(seconds(60)), 0) << l.err_text();
+  EXPECT_THAT(ReadText(RankDir(0) / "stdout.log"),
+              HasSubstr("run-path __main__ rank 0 argv0 run_path_entry args ['a']"));
+}
+
+TEST_F(PythonLaunchTest, PythonExecChoosesTheInterpreter) {
+  Launched l(Cmd({"--nproc", "1", Script("dlaunch_test_pkg/hello.py")}, /*with_python=*/false),
+             {"PYTHON_EXEC=/usr/bin/python3"});
+  ASSERT_EQ(l.Wait(seconds(60)), 0) << l.err_text();
+  EXPECT_THAT(l.err_text(), HasSubstr("dlaunch: python /usr/bin/python3 (from PYTHON_EXEC)"));
+}
+
+TEST_F(PythonLaunchTest, TorchScriptWhoseInterpreterLacksTorchIsRefused) {
+  // An interpreter without site-packages cannot find torch.
+  const auto fake = dir_ / "python-without-torch";
+  std::ofstream(fake) << "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  Launched l(Cmd({"--python", fake.string(), "--nproc", "2", Script("record_error.py")}, false));
+  ASSERT_EQ(l.Wait(seconds(60)), 2) << l.err_text();
+  EXPECT_THAT(l.err_text(), HasSubstr("record_error.py imports torch, but " + fake.string()));
+  EXPECT_THAT(l.err_text(), HasSubstr("Fix: "));
+  EXPECT_FALSE(std::filesystem::exists(RankDir(0)));
+}
+
+TEST_F(PythonLaunchTest, BadPythonFlagsExitTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--python", "/no/such/python", Script("killed_output.py")},
+           {"-m", "--run-path", "x"},
+           {"--no-python", "-m", "x"},
+           {Script("no_such_script.py")}}) {
+    Launched l(Cmd(args, false));
+    EXPECT_EQ(l.Wait(seconds(30)), 2) << l.err_text();
+  }
+}
+
+}  // namespace
+}  // namespace dlaunch::testing

@@ -1,0 +1,67 @@
+// dlaunch running real Python ranks under /usr/bin/python3 (Debian's, with torch 1.13): a temp
+// folder per test, the launcher as a child process, the run directory's files.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process_harness.h"
+
+namespace dlaunch::testing {
+
+inline constexpr const char* kPython = "/usr/bin/python3";
+
+class PythonJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(kPython, X_OK) != 0 ||
+        std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+      GTEST_SKIP()
+          << "/usr/bin/python3 with torch is not available (apt-get install python3-torch)";
+    }
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dlaunch-py-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // dlaunch --log-dir <tmp> --run-id run --python /usr/bin/python3 <args...>
+  std::vector<std::string> Cmd(std::vector<std::string> args, bool with_python = true) {
+    std::vector<std::string> argv = {DLAUNCH_BIN, "--log-dir", (dir_ / "logs").string(), "--run-id",
+                                     "run"};
+    if (with_python) argv.insert(argv.end(), {"--python", kPython});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  // Scripts import the dlaunch package, found on PYTHONPATH inside a job.
+  static std::string Script(const std::string& name) {
+    return std::string(DLAUNCH_PY_SCRIPTS) + "/" + name;
+  }
+  std::filesystem::path RunDir() const { return dir_ / "logs" / "run"; }
+  std::filesystem::path RankDir(int r) const { return RunDir() / ("rank" + std::to_string(r)); }
+  static std::string ReadText(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static nlohmann::json ReadJson(const std::filesystem::path& p) {
+    return nlohmann::json::parse(ReadText(p), nullptr, false);
+  }
+  nlohmann::json Diagnosis() const { return ReadJson(RunDir() / "diagnosis.json"); }
+
+  std::filesystem::path dir_;
+};
+
+}  // namespace dlaunch::testing
