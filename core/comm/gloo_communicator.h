@@ -89,7 +89,6 @@ class GlooCommunicator : public Communicator {
   void RunHierAllGather(Buffer in, Buffer out, uint32_t tag);
   void RunHierReduceScatter(Buffer in, Buffer out, ReduceOp op, uint32_t tag);
   void RunHierBarrier(uint32_t tag);
-  void RunReduce(Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
 

@@ -6,6 +6,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
+#include <gloo/reduce.h>
 #include <gloo/types.h>
 
 #include <cstdlib>
@@ -35,7 +36,22 @@ size_t DirectAllreduceMaxBytes() {
 
 constexpr int kDirectAllreduceMaxRanks = 16;
 
-// gloo's typed option setters only need the element width; the reduction is ours.
+// gloo's typed option setters only use the element width (the reduction is ours): runs fn with a
+// zero value of an unsigned type of that width.
+template <typename Fn>
+void WithElementWidth(DataType dtype, Fn&& fn) {
+  switch (DataTypeSize(dtype)) {
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    default:
+      return fn(uint64_t{});
+  }
+}
+
 template <typename T>
 void RingAllreduce(const ContextPtr& ctx, void* ptr, size_t count, ReduceFn fn, uint32_t tag,
                    milliseconds timeout) {
@@ -83,20 +99,9 @@ void AllReduce(const ContextPtr& ctx, Buffer buf, ReduceOp op, uint32_t tag, mil
   if (size <= kDirectAllreduceMaxRanks && buf.bytes() * (size - 1) <= DirectAllreduceMaxBytes()) {
     DirectAllReduce(ctx, buf, fn, tag, timeout);
   } else {
-    switch (DataTypeSize(buf.dtype)) {
-      case 1:
-        RingAllreduce<uint8_t>(ctx, buf.ptr, buf.count, fn, tag, timeout);
-        break;
-      case 2:
-        RingAllreduce<uint16_t>(ctx, buf.ptr, buf.count, fn, tag, timeout);
-        break;
-      case 4:
-        RingAllreduce<uint32_t>(ctx, buf.ptr, buf.count, fn, tag, timeout);
-        break;
-      default:
-        RingAllreduce<uint64_t>(ctx, buf.ptr, buf.count, fn, tag, timeout);
-        break;
-    }
+    WithElementWidth(buf.dtype, [&](auto zero) {
+      RingAllreduce<decltype(zero)>(ctx, buf.ptr, buf.count, fn, tag, timeout);
+    });
   }
   if (op == ReduceOp::kAvg) DivideInPlace(buf.ptr, buf.count, buf.dtype, size);
 }
@@ -135,6 +140,30 @@ void ReduceScatter(const ContextPtr& ctx, Buffer in, Buffer out, ReduceOp op, ui
   }
   std::memcpy(out.ptr, scratch.data() + rank * block_bytes, block_bytes);
   if (op == ReduceOp::kAvg) DivideInPlace(out.ptr, out.count, out.dtype, size);
+}
+
+// gloo's reduce (a ring reduce-scatter, then the blocks sent to the root) uses the output as its
+// accumulator on every rank, so every rank passes one.
+void Reduce(const ContextPtr& ctx, Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag,
+            milliseconds timeout) {
+  if (in.bytes() == 0) return;
+  if (in.ptr != out.ptr) std::memcpy(out.ptr, in.ptr, in.bytes());
+  if (ctx->size > 1) {
+    ReduceFn fn = GetReduceFn(in.dtype, op);
+    WithElementWidth(in.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      gloo::ReduceOptions opts(ctx);
+      opts.setOutput(static_cast<T*>(out.ptr), out.count);
+      opts.setRoot(root);
+      opts.setReduceFunction(fn);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::reduce(opts);
+    });
+  }
+  if (op == ReduceOp::kAvg && ctx->rank == root) {
+    DivideInPlace(out.ptr, out.count, out.dtype, ctx->size);
+  }
 }
 
 void Broadcast(const ContextPtr& ctx, void* ptr, size_t bytes, int root, uint32_t tag,

@@ -22,6 +22,9 @@ void AllReduce(const ContextPtr& ctx, Buffer buf, ReduceOp op, uint32_t tag, mil
 // in: size * out.count elements; out: this rank's reduced block.
 void ReduceScatter(const ContextPtr& ctx, Buffer in, Buffer out, ReduceOp op, uint32_t tag,
                    milliseconds timeout);
+// out (on every rank, as gloo's accumulator) receives the reduction at root; kAvg divides there.
+void Reduce(const ContextPtr& ctx, Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag,
+            milliseconds timeout);
 void Broadcast(const ContextPtr& ctx, void* ptr, size_t bytes, int root, uint32_t tag,
                milliseconds timeout);
 // out: size * in_bytes bytes.

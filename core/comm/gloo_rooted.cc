@@ -1,57 +1,15 @@
 // The gloo backend's out-of-place forms and rooted collectives (reduce, gather, scatter): the
 // ops nccl-tests measures beyond the ones training needs.
 #include <gloo/gather.h>
-#include <gloo/reduce.h>
 #include <gloo/scatter.h>
 
 #include <cstring>
 
 #include "core/comm/gloo_communicator.h"
 #include "core/comm/gloo_ops.h"
-#include "core/comm/reduce_kernels.h"
 #include "core/error.h"
 
 namespace dlaunch::core {
-namespace {
-
-// gloo's typed setters only use the element width: runs fn with a zero value of an unsigned
-// type of that width.
-template <typename Fn>
-void WithElementWidth(DataType dtype, Fn&& fn) {
-  switch (DataTypeSize(dtype)) {
-    case 1:
-      return fn(uint8_t{});
-    case 2:
-      return fn(uint16_t{});
-    case 4:
-      return fn(uint32_t{});
-    default:
-      return fn(uint64_t{});
-  }
-}
-
-}  // namespace
-
-// gloo's reduce (a ring reduce-scatter, then the blocks sent to the root) uses the output as its
-// accumulator on every rank, so every rank passes one.
-void GlooCommunicator::RunReduce(Buffer in, Buffer out, ReduceOp op, int root, uint32_t tag) {
-  if (in.bytes() == 0) return;
-  if (in.ptr != out.ptr) std::memcpy(out.ptr, in.ptr, in.bytes());
-  if (size_ > 1) {
-    ReduceFn fn = GetReduceFn(in.dtype, op);
-    WithElementWidth(in.dtype, [&](auto zero) {
-      using T = decltype(zero);
-      gloo::ReduceOptions opts(context_);
-      opts.setOutput(static_cast<T*>(out.ptr), out.count);
-      opts.setRoot(root);
-      opts.setReduceFunction(fn);
-      opts.setTag(tag);
-      opts.setTimeout(timeout_);
-      gloo::reduce(opts);
-    });
-  }
-  if (op == ReduceOp::kAvg && rank_ == root) DivideInPlace(out.ptr, out.count, out.dtype, size_);
-}
 
 // The out-of-place forms copy the input into the output as the first step of the op (gloo's own
 // out-of-place allreduce does the same), so the copy is part of what a caller times.
@@ -80,8 +38,9 @@ std::shared_ptr<Work> GlooCommunicator::Reduce(Buffer in, Buffer out, ReduceOp o
   check_.Alike("reduce", in, out);
   check_.Root("reduce", root);
   int64_t seq = recorder_.Record("reduce", in.dtype, in.count, in.bytes(), -1, root);
-  return Enqueue({seq}, "reduce",
-                 [this, in, out, op, root, tag = NextTag()] { RunReduce(in, out, op, root, tag); });
+  return Enqueue({seq}, "reduce", [this, in, out, op, root, tag = NextTag()] {
+    gloo_ops::Reduce(context_, in, out, op, root, tag, timeout_);
+  });
 }
 
 std::shared_ptr<Work> GlooCommunicator::Gather(Buffer in, Buffer out, int root) {
