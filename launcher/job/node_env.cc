@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "launcher/job/cluster_env.h"
 #include "launcher/rendezvous/mpi_rendezvous.h"
 #include "launcher/rendezvous/ports.h"
 
@@ -115,6 +116,8 @@ std::vector<std::string> ExpandSlurmNodelist(const std::string& list) {
 }
 
 std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, LaunchOptions* o) {
+  ApplySlurmNprocDefault(env, o);
+  if (std::string engine = ApplySlurmStepEnv(env, o); !engine.empty()) return engine;
   if (o->nnodes_given) return "";
   if (Has(env, "SLURM_NNODES") && Has(env, "SLURM_NODEID") && Has(env, "SLURM_JOB_NODELIST")) {
     o->nnodes = ToInt(env, "SLURM_NNODES");
