@@ -1,6 +1,7 @@
 #include "launcher/job/cluster_env.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "core/error.h"
 #include "launcher/job/node_env.h"
@@ -147,6 +148,16 @@ PlacementRequest PlacementRequestFor(const LaunchOptions& o, const EnvMap& env) 
   for (const auto& [k, v] : o.env)
     if (k == "CUDA_VISIBLE_DEVICES") req.cuda_visible_devices = v;
   return req;
+}
+
+std::vector<RankPlacement> PlaceRanks(const LaunchOptions& o, const EnvMap& env) {
+  auto placement = PlanPlacement(PlacementRequestFor(o, env), ReadTopology());
+  if (std::any_of(placement.begin(), placement.end(), [](const RankPlacement& p) {
+        return p.cuda_visible_devices || !p.cpus.empty();
+      })) {
+    std::cerr << "dlaunch: placement: " << FormatPlacement(placement) << std::endl;
+  }
+  return placement;
 }
 
 const std::vector<PetOption>& PetOptions() {

@@ -43,6 +43,10 @@ NodeShare AgentShareOfNode(const EnvMap& env);
 // the machine, the ranks' CUDA_VISIBLE_DEVICES: --env's, else the inherited one).
 PlacementRequest PlacementRequestFor(const LaunchOptions& o, const EnvMap& env);
 
+// Each local rank's placement on this machine (ReadTopology), said on stderr when it binds
+// anything. Throws UsageError for a binding the machine cannot give.
+std::vector<RankPlacement> PlaceRanks(const LaunchOptions& o, const EnvMap& env);
+
 // Command-line tokens ({"PET_NNODES", "--nnodes=2"}: the variable and its token) for the torchrun
 // options Kubeflow's PyTorchJob passes as PET_<OPTION> variables, for each option `given(name)`
 // says the command line did not set: the command line wins. PET_MASTER_ADDR and PET_MASTER_PORT

@@ -16,7 +16,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   LaunchOptions o = options;
   std::vector<std::string> argv = RankArgv(o, self_exe);
   const NodeSetup setup = ResolveNodeSetup(&o);
-  auto placement = PlanPlacement(PlacementRequestFor(o, CurrentEnv()), ReadTopology());
+  auto placement = PlaceRanks(o, CurrentEnv());
   const std::string host = Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, setup, host);
   const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;

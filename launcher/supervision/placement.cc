@@ -205,16 +205,18 @@ Topology ReadTopology() {
     m.cpu_socket[c] = ReadInt(topo / "physical_package_id", 0);
     m.cpu_core[c] = ReadInt(topo / "core_id", c);
   }
-  std::vector<std::string> bus_ids;
-  for (auto it = fs::directory_iterator("/proc/driver/nvidia/gpus", ec);
+  // NVIDIA display and 3D controllers in PCI bus order, nvidia-smi's numbering (and CUDA's
+  // with CUDA_DEVICE_ORDER=PCI_BUS_ID); sysfs has them also where /proc/driver/nvidia is hidden.
+  std::vector<fs::path> gpus;
+  for (auto it = fs::directory_iterator("/sys/bus/pci/devices", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    bus_ids.push_back(it->path().filename());
+    if (ReadLine(it->path() / "vendor") == "0x10de" &&
+        ReadLine(it->path() / "class").rfind("0x03", 0) == 0) {
+      gpus.push_back(it->path());
+    }
   }
-  std::sort(bus_ids.begin(), bus_ids.end());
-  for (std::string id : bus_ids) {
-    std::transform(id.begin(), id.end(), id.begin(), ::tolower);
-    m.gpu_numa.push_back(ReadInt(fs::path("/sys/bus/pci/devices") / id / "numa_node", -1));
-  }
+  std::sort(gpus.begin(), gpus.end());
+  for (const fs::path& gpu : gpus) m.gpu_numa.push_back(ReadInt(gpu / "numa_node", -1));
   return m;
 }
 
@@ -249,6 +251,20 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     if (req.numa_binding == "exclusive") p.cpus = ExclusiveCpus(m, slot_numa, slot);
   }
   return out;
+}
+
+std::string FormatPlacement(const std::vector<RankPlacement>& placement) {
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < placement.size(); ++r) {
+    const RankPlacement& p = placement[r];
+    std::string part = "local rank " + std::to_string(r) + ":";
+    if (p.cuda_visible_devices) part += " CUDA_VISIBLE_DEVICES=" + *p.cuda_visible_devices;
+    if (!p.cpus.empty()) part += " CPUs " + FormatCpuList(p.cpus);
+    parts.push_back(part);
+  }
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
+  return s;
 }
 
 void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec) {

@@ -21,7 +21,7 @@ struct Topology {
   std::vector<int> gpu_numa;  // per GPU in PCI bus order (nvidia-smi's): NUMA node, -1 unknown
 };
 
-// /sys/devices/system/{node,cpu}, /proc/driver/nvidia/gpus and sched_getaffinity.
+// /sys/devices/system/{node,cpu}, the NVIDIA devices in /sys/bus/pci and sched_getaffinity.
 Topology ReadTopology();
 
 struct PlacementRequest {
@@ -44,6 +44,9 @@ struct RankPlacement {
 // One entry per local rank. Throws UsageError for a binding the machine cannot give (isolate
 // with fewer GPUs than ranks, exclusive with fewer cores than ranks on a NUMA node).
 std::vector<RankPlacement> PlanPlacement(const PlacementRequest& request, const Topology& machine);
+
+// "local rank 0: CUDA_VISIBLE_DEVICES=0 CPUs 0-11; local rank 1: ..." for the console.
+std::string FormatPlacement(const std::vector<RankPlacement>& placement);
 
 // Sets the rank's CUDA_VISIBLE_DEVICES in spec->env and its CPUs.
 void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec);
