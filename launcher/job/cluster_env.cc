@@ -49,9 +49,13 @@ int StepTasksOnNode(const EnvMap& env) {
   return std::max(1, counts[node]);
 }
 
+// mpirun inside an allocation starts the launchers itself (or through an srun of its daemons):
+// its variables, not Slurm's, say which node a launcher is.
+bool UnderMpirun(const EnvMap& env) { return Find(env, "OMPI_COMM_WORLD_SIZE") != nullptr; }
+
 bool InSlurmStep(const EnvMap& env) {
   return Find(env, "SLURM_STEP_ID") && Find(env, "SLURM_STEP_NUM_TASKS") &&
-         Find(env, "SLURM_PROCID");
+         Find(env, "SLURM_PROCID") && !UnderMpirun(env);
 }
 
 }  // namespace
@@ -105,15 +109,31 @@ std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o) {
   return "slurm";
 }
 
+std::string ApplySlurmBatchEnv(const EnvMap& env, LaunchOptions* o) {
+  if (!Find(env, "SLURM_JOB_ID") || InSlurmStep(env) || UnderMpirun(env) || o->nnodes_given) {
+    return "";
+  }
+  const char* key = Find(env, "SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES";
+  const int nodes = Find(env, key) ? IntVar(env, key) : 1;
+  if (nodes > 1) {
+    throw UsageError("this Slurm job has " + std::to_string(nodes) +
+                     " nodes but dlaunch runs in its batch script, on one of them: start it "
+                     "with `srun --ntasks-per-node=1 dlaunch ...` so every node runs one");
+  }
+  o->nnodes = 1;
+  o->node_rank = 0;
+  if (o->run_id.empty()) o->run_id = "slurm-" + env.at("SLURM_JOB_ID");
+  return "slurm";
+}
+
 void ApplySlurmNprocDefault(const EnvMap& env, LaunchOptions* o) {
   if (o->nproc_given || !Find(env, "SLURM_JOB_ID")) return;
   int nproc = 0;
   if (const std::string* per_task = Find(env, "SLURM_GPUS_PER_TASK")) {
     nproc = GpuCount(*per_task, "SLURM_GPUS_PER_TASK");
   } else if (const std::string* on_node = Find(env, "SLURM_GPUS_ON_NODE")) {
-    const int agents = InSlurmStep(env) ? StepTasksOnNode(env) : 1;
-    nproc = GpuCount(*on_node, "SLURM_GPUS_ON_NODE") / agents;
-  } else if (!InSlurmStep(env)) {
+    nproc = GpuCount(*on_node, "SLURM_GPUS_ON_NODE") / AgentShareOfNode(env).count;
+  } else if (!InSlurmStep(env) && !UnderMpirun(env)) {
     // A batch script: the one dlaunch on the node runs the node's tasks.
     if (const std::string* per_node = Find(env, "SLURM_TASKS_PER_NODE")) {
       nproc = ExpandSlurmCounts(*per_node).front();

@@ -23,6 +23,11 @@ using EnvMap = std::map<std::string, std::string>;
 // UsageError for malformed or contradicting variables.
 std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o);
 
+// In a batch script (Slurm job, no step): dlaunch runs once, on the job's first node, so it is a
+// single-node job named slurm-<job>; an allocation of several nodes is refused (exit 2) as it
+// needs `srun` to start one launcher per node. Returns "slurm" when it applied, "" outside Slurm.
+std::string ApplySlurmBatchEnv(const EnvMap& env, LaunchOptions* o);
+
 // --nproc when the command line gave none: under Slurm, SLURM_GPUS_PER_TASK, else this node's
 // SLURM_GPUS_ON_NODE divided among the dlaunch tasks on the node, else (in a batch script, one
 // dlaunch for the node) the node's tasks. Leaves `o` alone outside Slurm.

@@ -125,6 +125,49 @@ TEST(SlurmNprocTest, CountsAndBadValues) {
   EXPECT_THROW(ApplySchedulerEnv(env, &o), UsageError);
 }
 
+TEST(SlurmBatchTest, ABatchScriptOnSeveralNodesIsRefused) {
+  EnvMap batch = {{"SLURM_JOB_ID", "9"},
+                  {"SLURM_NNODES", "2"},
+                  {"SLURM_JOB_NODELIST", "n[1-2]"},
+                  {"SLURM_PROCID", "0"},
+                  {"SLURM_NODEID", "0"}};
+  LaunchOptions o;
+  try {
+    ApplySchedulerEnv(batch, &o);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("srun --ntasks-per-node=1"), std::string::npos)
+        << e.what();
+  }
+  LaunchOptions given;  // the user's own multi-node command line
+  given.nnodes = 2;
+  given.nnodes_given = true;
+  EXPECT_EQ(ApplySchedulerEnv(batch, &given), "");
+}
+
+TEST(SlurmBatchTest, MpirunInsideAnAllocationIsMpirunsJob) {
+  // The launcher on the first node inherits the batch script's variables; on the others, those
+  // of the srun that started mpirun's daemons.
+  EnvMap local = {{"SLURM_JOB_ID", "9"},
+                  {"SLURM_NNODES", "2"},
+                  {"SLURM_JOB_NODELIST", "n[1-2]"},
+                  {"OMPI_COMM_WORLD_SIZE", "2"},
+                  {"OMPI_COMM_WORLD_RANK", "0"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                  {"SLURM_GPUS_ON_NODE", "4"}};
+  LaunchOptions a;
+  EXPECT_EQ(ApplySchedulerEnv(local, &a), "openmpi");
+  EXPECT_EQ(a.nnodes, 2);
+  EXPECT_EQ(a.nproc, 4);
+  EnvMap remote = local;
+  remote.insert({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_PROCID", "0"}});
+  remote["OMPI_COMM_WORLD_RANK"] = "1";
+  LaunchOptions b;
+  EXPECT_EQ(ApplySchedulerEnv(remote, &b), "openmpi");
+  EXPECT_EQ(b.node_rank, 1);
+}
+
 TEST(NodeShareTest, OpenMpiLocalRanksAndAlone) {
   NodeShare m =
       AgentShareOfNode({{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
@@ -215,6 +258,25 @@ TEST(KubeflowTest, BadValuesNameTheVariable) {
           << what;
     }
   }
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST(PlacementOptionsTest, ModesAndBadValues) {
+  LaunchOptions d = ParseCommandLine({"prog"}, {});
+  EXPECT_EQ(d.gpu_binding, "local-rank");
+  EXPECT_EQ(d.numa_binding, "");
+  LaunchOptions o =
+      ParseCommandLine({"--gpu-binding", "isolate", "--numa_binding", "socket", "prog"}, {});
+  EXPECT_EQ(o.gpu_binding, "isolate");
+  EXPECT_EQ(o.numa_binding, "socket");
+  EXPECT_EQ(ParseCommandLine({"--numa-binding", "none", "prog"}, {}).numa_binding, "");
+  EXPECT_THROW(ParseCommandLine({"--gpu-binding", "all", "prog"}, {}), UsageError);
+  EXPECT_THROW(ParseCommandLine({"--numa-binding", "core-complex", "prog"}, {}), UsageError);
 }
 
 }  // namespace

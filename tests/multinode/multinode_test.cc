@@ -186,9 +186,10 @@ TEST_F(MultiNodeTest, MultiNodeNeedsATokenAndAnEndpoint) {
 TEST_F(MultiNodeTest, SlurmEnvironmentAloneIsEnough) {
   auto slurm = [&](int node) {
     return std::vector<std::string>{kToken,
-                                    "SLURM_NNODES=2",
-                                    "SLURM_NODEID=" + std::to_string(node),
-                                    "SLURM_JOB_NODELIST=localhost,nohost[1-3]",
+                                    "SLURM_STEP_ID=0",
+                                    "SLURM_STEP_NUM_TASKS=2",
+                                    "SLURM_PROCID=" + std::to_string(node),
+                                    "SLURM_STEP_NODELIST=localhost,nohost[1-3]",
                                     "SLURM_JOB_ID=4242",
                                     "DLAUNCH_RDZV_PORT=" + port_};
   };
@@ -198,7 +199,7 @@ TEST_F(MultiNodeTest, SlurmEnvironmentAloneIsEnough) {
               slurm(1));
   ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
   ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
-  EXPECT_TRUE(fs::exists(fs::path(LogDir(0)) / "slurm-4242" / "rank3" / "stdout.log"));
+  EXPECT_TRUE(fs::exists(fs::path(LogDir(0)) / "slurm-4242.0" / "rank3" / "stdout.log"));
 }
 
 TEST_F(MultiNodeTest, KubeflowVariablesAreHonoured) {
