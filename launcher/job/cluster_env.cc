@@ -58,6 +58,10 @@ bool InSlurmStep(const EnvMap& env) {
          Find(env, "SLURM_PROCID") && !UnderMpirun(env);
 }
 
+// slurm-<job>[.<step>]-<time>-<random>: a second dlaunch in the same batch script or step gets a
+// run directory of its own. Node 0's is the job's: the other nodes learn it at the rendezvous.
+std::string SlurmRunId(const std::string& job) { return "slurm-" + job + "-" + NewRunId(); }
+
 }  // namespace
 
 std::vector<int> ExpandSlurmCounts(const std::string& list) {
@@ -86,6 +90,8 @@ std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o) {
   if (!InSlurmStep(env)) return "";
   const int tasks = IntVar(env, "SLURM_STEP_NUM_TASKS");
   const int procid = IntVar(env, "SLURM_PROCID");
+  // One task (an `srun --pty bash` shell, say): a multi-node command line of the user's own.
+  if (tasks == 1 && o->nnodes_given) return "";
   if (o->nnodes_given && o->nnodes != tasks) {
     throw UsageError("--nnodes " + std::to_string(o->nnodes) + " but this Slurm step runs " +
                      std::to_string(tasks) + " dlaunch task" + (tasks == 1 ? "" : "s") +
@@ -104,7 +110,7 @@ std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o) {
         (port ? *port : std::to_string(kDefaultRdzvPort + IntVar(env, "SLURM_STEP_ID") % 1000));
   }
   if (o->run_id.empty() && Find(env, "SLURM_JOB_ID")) {
-    o->run_id = "slurm-" + env.at("SLURM_JOB_ID") + "." + env.at("SLURM_STEP_ID");
+    o->run_id = SlurmRunId(env.at("SLURM_JOB_ID") + "." + env.at("SLURM_STEP_ID"));
   }
   return "slurm";
 }
@@ -122,7 +128,7 @@ std::string ApplySlurmBatchEnv(const EnvMap& env, LaunchOptions* o) {
   }
   o->nnodes = 1;
   o->node_rank = 0;
-  if (o->run_id.empty()) o->run_id = "slurm-" + env.at("SLURM_JOB_ID");
+  if (o->run_id.empty()) o->run_id = SlurmRunId(env.at("SLURM_JOB_ID"));
   return "slurm";
 }
 

@@ -18,14 +18,16 @@ using EnvMap = std::map<std::string, std::string>;
 // Inside an `srun` step (SLURM_STEP_ID and SLURM_STEP_NUM_TASKS set): the step's tasks form one
 // job, task SLURM_PROCID being node SLURM_PROCID of SLURM_STEP_NUM_TASKS, node 0's coordinator
 // on the step's first host at DLAUNCH_RDZV_PORT, else 29400 + the step id, the run id
-// slurm-<job>.<step>. A --nnodes that differs from the task count would make several jobs share
-// one run directory: refused. Returns "slurm" when it applied, "" outside a step. Throws
-// UsageError for malformed or contradicting variables.
+// slurm-<job>.<step>-<time>-<random>. A --nnodes that differs from the task count (of several)
+// would make several jobs share one run directory: refused; with one task the command line decides.
+// Returns "slurm" when it applied, "" outside a step. Throws UsageError for malformed or
+// contradicting variables.
 std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o);
 
 // In a batch script (Slurm job, no step): dlaunch runs once, on the job's first node, so it is a
-// single-node job named slurm-<job>; an allocation of several nodes is refused (exit 2) as it
-// needs `srun` to start one launcher per node. Returns "slurm" when it applied, "" outside Slurm.
+// single-node job named slurm-<job>-<time>-<random>; an allocation of several nodes is refused
+// (exit 2) as it needs `srun` to start one launcher per node. Returns "slurm" when it applied, ""
+// outside Slurm.
 std::string ApplySlurmBatchEnv(const EnvMap& env, LaunchOptions* o);
 
 // --nproc when the command line gave none: under Slurm, SLURM_GPUS_PER_TASK, else this node's

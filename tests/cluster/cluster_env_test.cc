@@ -33,7 +33,7 @@ TEST(SlurmStepTest, EveryTaskIsOneNodeOfOneJob) {
     EXPECT_EQ(o.nnodes, 2);
     EXPECT_EQ(o.node_rank, task);
     EXPECT_EQ(o.rdzv_endpoint, "localhost:29400");
-    EXPECT_EQ(o.run_id, "slurm-7.0");
+    EXPECT_EQ(o.run_id.rfind("slurm-7.0-", 0), 0u) << o.run_id;
     EXPECT_EQ(o.nproc, 1);  // no GPUs, no --nproc: one rank per task
   }
 }
@@ -51,7 +51,7 @@ TEST(SlurmStepTest, StepsOnSeveralNodesMeetOnTheStepsFirstHostPerStepPort) {
   EXPECT_EQ(o.nnodes, 4);
   EXPECT_EQ(o.node_rank, 3);
   EXPECT_EQ(o.rdzv_endpoint, "gpu03:29402");
-  EXPECT_EQ(o.run_id, "slurm-7.2");
+  EXPECT_EQ(o.run_id.rfind("slurm-7.2-", 0), 0u) << o.run_id;
   EXPECT_EQ(AgentShareOfNode(env).index, 1);
   EXPECT_EQ(AgentShareOfNode(env).count, 2);
   env["DLAUNCH_RDZV_PORT"] = "5000";
@@ -72,6 +72,17 @@ TEST(SlurmStepTest, ANnodesThatSplitsTheStepIntoSeveralJobsIsRefused) {
               std::string::npos)
         << e.what();
   }
+  // An interactive `srun --pty bash`: one task, the user's own multi-node command line.
+  EnvMap shell = SrunTask(0);
+  shell["SLURM_STEP_NUM_TASKS"] = "1";
+  LaunchOptions manual;
+  manual.nnodes = 2;
+  manual.nnodes_given = true;
+  manual.node_rank = 1;
+  manual.rdzv_endpoint = "n0:1234";
+  EXPECT_EQ(ApplySchedulerEnv(shell, &manual), "");
+  EXPECT_EQ(manual.node_rank, 1);
+  EXPECT_EQ(manual.rdzv_endpoint, "n0:1234");
   LaunchOptions same;
   same.nnodes = 2;
   same.nnodes_given = true;
@@ -103,7 +114,7 @@ TEST(SlurmNprocTest, GpusPerTaskThenGpusOnNodeThenBatchTasks) {
   EXPECT_EQ(ApplySchedulerEnv(batch, &c), "slurm");
   EXPECT_EQ(c.nproc, 2);
   EXPECT_EQ(c.nnodes, 1);
-  EXPECT_EQ(c.run_id, "slurm-8");
+  EXPECT_EQ(c.run_id.rfind("slurm-8-", 0), 0u) << c.run_id;
   batch["SLURM_GPUS_ON_NODE"] = "4";
   LaunchOptions d;
   ApplySlurmNprocDefault(batch, &d);
