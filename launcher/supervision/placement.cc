@@ -233,8 +233,17 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
                      " ranks, " + std::to_string(mine.size()) + " GPU" +
                      (mine.size() == 1 ? "" : "s") + " for this launcher");
   }
+  // A launcher someone already bound to part of the machine (mpirun's --bind-to, Slurm's
+  // --cpu-bind) has its own CPUs: its ranks split those, not the machine's with the others.
+  PlacementRequest cpu_req = req;
+  size_t machine_cpus = 0;
+  for (const auto& [node, cpus] : m.numa_cpus) machine_cpus += cpus.size();
+  if (m.allowed_cpus.size() < machine_cpus) {
+    cpu_req.share_index = 0;
+    cpu_req.share_count = 1;
+  }
   const std::vector<int> slot_numa =
-      req.numa_binding.empty() ? std::vector<int>{} : SlotNuma(req, m, visible);
+      req.numa_binding.empty() ? std::vector<int>{} : SlotNuma(cpu_req, m, visible);
   std::vector<RankPlacement> out(req.nproc);
   for (int r = 0; r < req.nproc; ++r) {
     RankPlacement& p = out[r];
@@ -245,7 +254,7 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
       p.cuda_visible_devices = Join(mine);  // LOCAL_RANK indexes this launcher's part
     }
     if (req.numa_binding.empty()) continue;
-    const int slot = req.share_index * req.nproc + r;
+    const int slot = cpu_req.share_index * req.nproc + r;
     if (req.numa_binding == "node") p.cpus = NodeCpus(m, slot_numa[slot]);
     if (req.numa_binding == "socket") p.cpus = SocketCpus(m, slot_numa[slot]);
     if (req.numa_binding == "exclusive") p.cpus = ExclusiveCpus(m, slot_numa, slot);

@@ -3,6 +3,7 @@
 // usage error before any rank starts.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -69,6 +70,30 @@ TEST_F(PlacementProcessTest, ExclusiveBindingGivesRanksDisjointCpus) {
     EXPECT_FALSE(set.empty()) << rank;
     EXPECT_LT(static_cast<int>(set.size()), cpus) << "rank " << rank << " was not bound";
     for (int c : set) EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " given twice";
+  }
+}
+
+// Two launchers on one machine (mpirun -np 2, as two nodes of one job) split its cores too.
+TEST_F(PlacementProcessTest, LaunchersSharingAMachineSplitItsCores) {
+  if (::access(MPIRUN_BIN, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  if (AllowedCpus() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  // mpirun's own core binding (each launcher on its core), and none (both see the machine).
+  for (const char* bind : {"core", "none"}) {
+    std::vector<std::string> argv = {
+        MPIRUN_BIN, "--allow-run-as-root", "--oversubscribe", "--bind-to", bind, "-np", "2",
+        "-x",       "DLAUNCH_JOB_TOKEN"};
+    for (const auto& a : Argv({"--nproc", "1", "--run-id", "job", "--numa-binding", "exclusive"}))
+      argv.push_back(a);
+    Launched l(argv,
+               {"DLAUNCH_JOB_TOKEN=placement-test-token-0123", "OMPI_MCA_plm_rsh_agent=false"});
+    ASSERT_EQ(l.Wait(seconds(120)), 0) << bind << ": " << l.err_text();
+    auto by_rank = CpusByRank(l.out_lines);
+    ASSERT_EQ(by_rank.size(), 2u) << bind << ": " << l.err_text();
+    std::set<int> seen;
+    for (const auto& [rank, set] : by_rank) {
+      EXPECT_FALSE(set.empty()) << bind << " rank " << rank;
+      for (int c : set) EXPECT_TRUE(seen.insert(c).second) << bind << ": CPU " << c << " twice";
+    }
   }
 }
 

@@ -115,6 +115,18 @@ TEST(PlacementTest, ExclusiveSplitsTheNumaNodesCoresWithTheirThreads) {
   EXPECT_EQ(q[0].cpus, (std::vector<int>{4, 12}));
 }
 
+TEST(PlacementTest, ALauncherBoundAlreadySplitsOnlyItsOwnCpus) {
+  Topology m = TwoSocketMachine();
+  m.gpu_numa.clear();
+  m.allowed_cpus = {4, 5, 12, 13};  // mpirun --bind-to gave launcher 1 of 2 these
+  PlacementRequest r = Request(2, "local-rank", "exclusive");
+  r.share_index = 1;
+  r.share_count = 2;
+  auto p = PlanPlacement(r, m);
+  EXPECT_EQ(p[0].cpus, (std::vector<int>{4, 12}));
+  EXPECT_EQ(p[1].cpus, (std::vector<int>{5, 13}));
+}
+
 TEST(PlacementTest, WithoutGpusRanksTakeTheNumaNodesInTurn) {
   Topology m = TwoSocketMachine();
   m.gpu_numa.clear();
