@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "launcher/job/cluster_env.h"
+#include "launcher/job/node_env.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 
 namespace po = boost::program_options;
@@ -106,6 +108,9 @@ po::options_description Describe() {
     ("tls-cert", po::value<std::string>(), "multi-node: this node's certificate (PEM)")
     ("tls-key", po::value<std::string>(), "multi-node: this node's private key (PEM)")
     ("tls-ca", po::value<std::string>(), "multi-node: CA that signed every node's certificate (PEM)")
+    ("gpu-binding", po::value<std::string>()->default_value("local-rank"), "local-rank: every rank sees this launcher's GPUs and uses GPU LOCAL_RANK; isolate: CUDA_VISIBLE_DEVICES is the rank's one GPU; none: the environment as is")
+    ("numa-binding", po::value<std::string>(), "bind each rank to CPUs near its GPU (torchrun's modes): node, socket, exclusive (cores of the node split among its ranks) or none (alias --numa_binding)")
+    ("numa_binding", po::value<std::string>(), "alias of --numa-binding")
     ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
@@ -137,6 +142,19 @@ void SplitArgs(const po::options_description& desc, const std::vector<std::strin
     rest->assign(argv.begin() + i, argv.end());
     return;
   }
+}
+
+po::variables_map Store(const po::options_description& desc, const std::vector<std::string>& own) {
+  po::variables_map vm;
+  try {
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(own).options(desc).style(style).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
 }
 
 template <typename T>
@@ -196,19 +214,30 @@ std::vector<int> ParseRankList(const std::string& text) {
 }
 
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
+  return ParseCommandLine(argv, CurrentEnv());
+}
+
+LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env) {
   const po::options_description desc = Describe();
   std::vector<std::string> own, rest;
   SplitArgs(desc, argv, &own, &rest);
 
-  po::variables_map vm;
-  try {
-    const int style =
-        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(own).options(desc).style(style).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
+  po::variables_map vm = Store(desc, own);
+  auto given = [&](const std::string& name) { return vm.count(name) && !vm[name].defaulted(); };
+  bool from_env = false;
+  for (const auto& [variable, token] : KubeflowArgs(env, given)) {
+    // A torchrun option this dlaunch does not have is left to torchrun's own launches.
+    if (!desc.find_nothrow(token.substr(2, token.find('=') - 2), false)) continue;
+    try {
+      Store(desc, {token});
+    } catch (const UsageError& e) {
+      throw UsageError(variable + ": " + e.what());
+    }
+    own.push_back(token);
+    from_env = true;
   }
+  if (from_env) vm = Store(desc, own);
 
   LaunchOptions o;
   if (vm.count("help")) {
@@ -220,6 +249,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     return o;
   }
   o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
+  o.nproc_given = given("nproc") || given("nproc-per-node") || given("nproc_per_node");
   o.nnodes = vm["nnodes"].as<int>();
   o.nnodes_given = !vm["nnodes"].defaulted();
   if (o.nnodes < 1) throw UsageError("--nnodes must be at least 1");
@@ -293,6 +323,18 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   o.tls_cert = First<std::string>(vm, {"tls-cert"}).value_or("");
   o.tls_key = First<std::string>(vm, {"tls-key"}).value_or("");
   o.tls_ca = First<std::string>(vm, {"tls-ca"}).value_or("");
+  o.gpu_binding = vm["gpu-binding"].as<std::string>();
+  if (o.gpu_binding != "local-rank" && o.gpu_binding != "isolate" && o.gpu_binding != "none") {
+    throw UsageError("--gpu-binding must be local-rank, isolate or none (got '" + o.gpu_binding +
+                     "')");
+  }
+  o.numa_binding = First<std::string>(vm, {"numa-binding", "numa_binding"}).value_or("");
+  if (o.numa_binding == "none") o.numa_binding.clear();
+  if (!o.numa_binding.empty() && o.numa_binding != "node" && o.numa_binding != "socket" &&
+      o.numa_binding != "exclusive") {
+    throw UsageError("--numa-binding must be node, socket, exclusive or none (got '" +
+                     o.numa_binding + "')");
+  }
 
   if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
   const std::string& head = rest.front();

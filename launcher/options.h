@@ -17,6 +17,7 @@ struct LaunchOptions {
   std::vector<std::string> program;  // argv of each rank (kProgram) or the built-in's arguments
 
   int nproc = 1;
+  bool nproc_given = false;  // on the command line (or PET_NPROC_PER_NODE), so Slurm's is not used
   int nnodes = 1;
   bool nnodes_given = false;  // on the command line, so the scheduler's variables do not apply
   int node_rank = 0;
@@ -46,6 +47,8 @@ struct LaunchOptions {
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
+  std::string gpu_binding = "local-rank";  // local-rank | isolate | none
+  std::string numa_binding;                // "" (none) | node | socket | exclusive
 };
 
 // The help text, with every flag.
@@ -54,6 +57,10 @@ std::string Usage();
 // Throws UsageError naming the bad flag or value. Checks only the command line itself; the
 // program's existence and the log directory are checked by ValidateSetup.
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv);
+// The same with `env` instead of the process environment: Kubeflow's PET_* variables fill the
+// options the command line left out.
+LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env);
 
 // "0,2,5-7" -> {0,2,5,6,7}; throws UsageError.
 std::vector<int> ParseRankList(const std::string& text);

@@ -11,6 +11,7 @@ packages=(
   libtorch-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin
   gdb iproute2 procps openssl
+  slurm-wlm munge
 )
 # `make bench` also needs the peers it measures against and hyperfine.
 [ "${1:-}" = "--bench" ] && packages+=(python3-torch hyperfine)

@@ -1,6 +1,7 @@
 #include "launcher/job/job.h"
 
 #include "launcher/builtins.h"
+#include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/node_env.h"
@@ -15,6 +16,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   LaunchOptions o = options;
   std::vector<std::string> argv = RankArgv(o, self_exe);
   const NodeSetup setup = ResolveNodeSetup(&o);
+  auto placement = PlaceRanks(o, CurrentEnv());
   const std::string host = Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, setup, host);
   const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
@@ -25,7 +27,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
                      python::FindAgentDir(self_exe));
   CreateRunDirectories(plan);
   auto spawner = MakeForkExecSpawner();
-  return JobAgent(plan, role.get(), host).Run(spawner.get());
+  return JobAgent(plan, role.get(), host, std::move(placement)).Run(spawner.get());
 }
 
 }  // namespace dlaunch::launcher

@@ -44,8 +44,9 @@ void CreateRunDirectories(const JobPlan& plan) {
   for (const auto& slot : plan.ranks()) MakeDirs(slot.dir, "rank directory");
 }
 
-JobAgent::JobAgent(const JobPlan& plan, NodeRole* role, std::string host)
-    : plan_(plan), role_(role), host_(std::move(host)) {}
+JobAgent::JobAgent(const JobPlan& plan, NodeRole* role, std::string host,
+                   std::vector<RankPlacement> placement)
+    : plan_(plan), role_(role), host_(std::move(host)), placement_(std::move(placement)) {}
 
 int JobAgent::Run(ProcessSpawner* spawner) {
   Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options()));
@@ -68,9 +69,10 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
-      specs.push_back(RankSpec{slot.rank, slot.local_rank,
-                               ProcessSpec{plan_.argv(), plan_.RankEnvironment(slot, attempt)},
-                               slot.dir});
+      ProcessSpec process{plan_.argv(), plan_.RankEnvironment(slot, attempt), {}};
+      if (slot.local_rank < static_cast<int>(placement_.size()))
+        ApplyPlacement(placement_[slot.local_rank], &process);
+      specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
     }
     report = Judge(attempt, supervisor.Run(specs));
     role_->Conclude(&report, &summary);

@@ -6,6 +6,7 @@
 
 #include "launcher/job/job_plan.h"
 #include "launcher/job/node_roles.h"
+#include "launcher/supervision/placement.h"
 #include "launcher/supervision/process_spawner.h"
 
 namespace dlaunch::launcher {
@@ -13,7 +14,9 @@ namespace dlaunch::launcher {
 class JobAgent {
  public:
   // `role` has been prepared (its identity is the plan's) and outlives the agent.
-  JobAgent(const JobPlan& plan, NodeRole* role, std::string host);
+  // `placement`: each local rank's GPU and CPUs (none: inherited).
+  JobAgent(const JobPlan& plan, NodeRole* role, std::string host,
+           std::vector<RankPlacement> placement = {});
 
   // Blocks until the last attempt ended; returns dlaunch's exit code. Throws Error when a rank
   // cannot be started.
@@ -26,6 +29,7 @@ class JobAgent {
   const JobPlan& plan_;
   NodeRole* role_;
   std::string host_;
+  std::vector<RankPlacement> placement_;
 };
 
 // Creates --log-dir, the run directory and this node's rank directories. Throws UsageError

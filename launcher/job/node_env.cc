@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "launcher/job/cluster_env.h"
 #include "launcher/rendezvous/mpi_rendezvous.h"
 #include "launcher/rendezvous/ports.h"
 
@@ -115,22 +116,10 @@ std::vector<std::string> ExpandSlurmNodelist(const std::string& list) {
 }
 
 std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, LaunchOptions* o) {
+  ApplySlurmNprocDefault(env, o);
+  if (std::string engine = ApplySlurmStepEnv(env, o); !engine.empty()) return engine;
   if (o->nnodes_given) return "";
-  if (Has(env, "SLURM_NNODES") && Has(env, "SLURM_NODEID") && Has(env, "SLURM_JOB_NODELIST")) {
-    o->nnodes = ToInt(env, "SLURM_NNODES");
-    o->node_rank = ToInt(env, "SLURM_NODEID");
-    if (o->rdzv_endpoint.empty()) {
-      auto hosts = ExpandSlurmNodelist(env.at("SLURM_JOB_NODELIST"));
-      auto port = env.find("DLAUNCH_RDZV_PORT");
-      o->rdzv_endpoint =
-          hosts.front() + ":" +
-          (port != env.end() && !port->second.empty() ? port->second
-                                                      : std::to_string(kDefaultRdzvPort));
-    }
-    if (o->run_id.empty() && Has(env, "SLURM_JOB_ID"))
-      o->run_id = "slurm-" + env.at("SLURM_JOB_ID");
-    return "slurm";
-  }
+  if (std::string engine = ApplySlurmBatchEnv(env, o); !engine.empty()) return engine;
   if (Has(env, "OMPI_COMM_WORLD_SIZE") && Has(env, "OMPI_COMM_WORLD_RANK")) {
     o->nnodes = ToInt(env, "OMPI_COMM_WORLD_SIZE");
     o->node_rank = ToInt(env, "OMPI_COMM_WORLD_RANK");

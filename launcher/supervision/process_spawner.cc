@@ -1,6 +1,7 @@
 #include "launcher/supervision/process_spawner.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -35,6 +36,9 @@ class ForkExecSpawner : public ProcessSpawner {
       pipe[0].reset(fds[0]);
       pipe[1].reset(fds[1]);
     }
+    cpu_set_t cpus;  // built before fork: the child may only make async-signal-safe calls
+    CPU_ZERO(&cpus);
+    for (int c : spec.cpus) CPU_SET(c, &cpus);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) Fail("fork");
@@ -53,6 +57,7 @@ class ForkExecSpawner : public ProcessSpawner {
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out[1].get(), 1);
       ::dup2(err[1].get(), 2);
+      if (!spec.cpus.empty()) ::sched_setaffinity(0, sizeof(cpus), &cpus);
       ::execve(argv[0], argv.data(), envp.data());
       int e = errno;
       (void)!::write(status[1].get(), &e, sizeof(e));

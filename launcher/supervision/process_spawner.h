@@ -14,6 +14,7 @@ namespace dlaunch::launcher {
 struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute or relative path, not looked up
   std::vector<std::string> env;   // the whole environment, KEY=VAL
+  std::vector<int> cpus;          // CPU affinity (launcher/supervision/placement.h); empty: inherit
 };
 
 struct SpawnedProcess {

@@ -1,6 +1,7 @@
 #include "launcher/supervision/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -20,6 +21,8 @@ namespace dlaunch::launcher {
 namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+// How long a rank's death by SIGTERM/SIGINT/SIGHUP waits for the same signal to the launcher.
+constexpr int kOwnSignalWaitMs = 200;
 
 sigset_t ForwardedSet() {
   sigset_t set;
@@ -248,6 +251,14 @@ class Supervisor::Attempt {
     sup_.MarkExited(i);
     // The rank's own children (a shell pipeline, python workers) go with it.
     sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+    // A scheduler signals every process of the job at once (scancel): a rank ended by SIGTERM,
+    // SIGINT or SIGHUP before the launcher saw its own copy is an interruption, not a failure.
+    const int sig = r.outcome.signal;
+    pollfd own{sig_fd_.get(), POLLIN, 0};
+    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !tearing_down_ &&
+        ::poll(&own, 1, kOwnSignalWaitMs) == 1) {
+      OnSignals();
+    }
     if (!r.outcome.ok() && !result_.first_failure && !tearing_down_) {
       r.outcome.torn_down = false;
       result_.first_failure = i;

@@ -186,9 +186,10 @@ TEST_F(MultiNodeTest, MultiNodeNeedsATokenAndAnEndpoint) {
 TEST_F(MultiNodeTest, SlurmEnvironmentAloneIsEnough) {
   auto slurm = [&](int node) {
     return std::vector<std::string>{kToken,
-                                    "SLURM_NNODES=2",
-                                    "SLURM_NODEID=" + std::to_string(node),
-                                    "SLURM_JOB_NODELIST=localhost,nohost[1-3]",
+                                    "SLURM_STEP_ID=0",
+                                    "SLURM_STEP_NUM_TASKS=2",
+                                    "SLURM_PROCID=" + std::to_string(node),
+                                    "SLURM_STEP_NODELIST=localhost,nohost[1-3]",
                                     "SLURM_JOB_ID=4242",
                                     "DLAUNCH_RDZV_PORT=" + port_};
   };
@@ -198,7 +199,12 @@ TEST_F(MultiNodeTest, SlurmEnvironmentAloneIsEnough) {
               slurm(1));
   ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
   ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
-  EXPECT_TRUE(fs::exists(fs::path(LogDir(0)) / "slurm-4242" / "rank3" / "stdout.log"));
+  // Node 0's run id (slurm-<job>.<step>-<time>-<random>) is the job's.
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(LogDir(0))) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].filename().string().rfind("slurm-4242.0-", 0), 0u) << runs[0];
+  EXPECT_TRUE(fs::exists(runs[0] / "rank3" / "stdout.log"));
 }
 
 TEST_F(MultiNodeTest, KubeflowVariablesAreHonoured) {

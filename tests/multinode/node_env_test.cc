@@ -25,16 +25,17 @@ TEST(SlurmNodelistTest, MalformedListsAreUsageErrors) {
 
 TEST(SchedulerEnvTest, SlurmGivesNodesCoordinatorAndRunId) {
   LaunchOptions o;
-  auto engine = ApplySchedulerEnv({{"SLURM_NNODES", "4"},
-                                   {"SLURM_NODEID", "2"},
-                                   {"SLURM_JOB_NODELIST", "gpu[01-04]"},
+  auto engine = ApplySchedulerEnv({{"SLURM_STEP_NUM_TASKS", "4"},
+                                   {"SLURM_PROCID", "2"},
+                                   {"SLURM_STEP_ID", "0"},
+                                   {"SLURM_STEP_NODELIST", "gpu[01-04]"},
                                    {"SLURM_JOB_ID", "1234"}},
                                   &o);
   EXPECT_EQ(engine, "slurm");
   EXPECT_EQ(o.nnodes, 4);
   EXPECT_EQ(o.node_rank, 2);
   EXPECT_EQ(o.rdzv_endpoint, "gpu01:29400");
-  EXPECT_EQ(o.run_id, "slurm-1234");
+  EXPECT_EQ(o.run_id.rfind("slurm-1234.0-", 0), 0u) << o.run_id;
 }
 
 TEST(SchedulerEnvTest, OpenMpiAndKubeflow) {

@@ -1,0 +1,58 @@
+// Where each rank of a node runs: which GPU it uses (CUDA_VISIBLE_DEVICES or LOCAL_RANK) and
+// which CPUs it may run on (torchrun's --numa-binding modes). Decided once per node before any
+// rank starts, from the machine's topology, so it is tested with made-up machines.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/supervision/process_spawner.h"
+
+namespace dlaunch::launcher {
+
+// The machine as the launcher sees it.
+struct Topology {
+  std::vector<int> allowed_cpus;              // the launcher's own affinity
+  std::map<int, std::vector<int>> numa_cpus;  // NUMA node -> its CPUs
+  std::map<int, int> cpu_socket;              // CPU -> physical package
+  std::map<int, int> cpu_core;                // CPU -> core id within its package
+  std::vector<int> gpu_numa;  // per GPU in PCI bus order (nvidia-smi's): NUMA node, -1 unknown
+};
+
+// /sys/devices/system/{node,cpu}, the NVIDIA devices in /sys/bus/pci and sched_getaffinity.
+Topology ReadTopology();
+
+struct PlacementRequest {
+  std::string gpu_binding = "local-rank";  // local-rank | isolate | none
+  std::string numa_binding;                // "" | node | socket | exclusive
+  int nproc = 1;
+  // This launcher among the launchers on the machine (srun -n2 on one node, mpirun): each gets
+  // its own share of the GPUs and, for exclusive, of the cores.
+  int share_index = 0;
+  int share_count = 1;
+  std::optional<std::string> cuda_visible_devices;  // the ranks' inherited value, if set
+};
+
+struct RankPlacement {
+  int gpu = -1;  // index into the machine's GPUs, -1 none or unknown (a UUID)
+  std::optional<std::string> cuda_visible_devices;  // set for the rank when present
+  std::vector<int> cpus;                            // empty: the launcher's affinity
+};
+
+// One entry per local rank. Throws UsageError for a binding the machine cannot give (isolate
+// with fewer GPUs than ranks, exclusive with fewer cores than ranks on a NUMA node).
+std::vector<RankPlacement> PlanPlacement(const PlacementRequest& request, const Topology& machine);
+
+// "local rank 0: CUDA_VISIBLE_DEVICES=0 CPUs 0-11; local rank 1: ..." for the console.
+std::string FormatPlacement(const std::vector<RankPlacement>& placement);
+
+// Sets the rank's CUDA_VISIBLE_DEVICES in spec->env and its CPUs.
+void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec);
+
+// "0-3,8" <-> {0,1,2,3,8}. ParseCpuList throws UsageError.
+std::vector<int> ParseCpuList(const std::string& text);
+std::string FormatCpuList(const std::vector<int>& cpus);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,179 @@
+// dlaunch under a real Slurm (slurm-wlm's munged, slurmctld and slurmd on localhost, started by
+// slurm_cluster.sh): the tasks of an srun step form one job, an sbatch job too, and scancel ends
+// every rank with exit 143. Skips when not root or slurm-wlm is absent.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "launcher/rendezvous/ports.h"
+#include "process_harness.h"
+
+namespace dlaunch {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+using testing::Launched;
+
+const char* kToken = "DLAUNCH_JOB_TOKEN=slurm-test-token-0123456789";
+const fs::path kState = "/tmp/dlaunch-slurm-test";
+
+std::string SkipReason() {
+  if (::getuid() != 0) return "needs root to run slurmd";
+  for (const char* bin : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd",
+                          "/usr/bin/srun", "/usr/bin/sbatch", "/usr/bin/scancel"}) {
+    if (::access(bin, X_OK) != 0) return std::string(bin) + " is missing (install slurm-wlm)";
+  }
+  return "";
+}
+
+int Shell(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+nlohmann::json ReadJson(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// The run directories dlaunch made under `log_dir`.
+std::vector<fs::path> RunDirs(const fs::path& log_dir) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(log_dir, ec))
+    if (e.is_directory()) dirs.push_back(e.path());
+  return dirs;
+}
+
+class SlurmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    skip_ = SkipReason();
+    if (!skip_.empty()) return;
+    Shell("timeout 30 " SLURM_CLUSTER_SCRIPT " stop " + kState.string());
+    fs::remove_all(kState);
+    if (Shell("timeout 60 " SLURM_CLUSTER_SCRIPT " start " + kState.string() + " >/dev/null") !=
+        0) {
+      skip_ = "the local Slurm cluster did not start (logs in " + kState.string() + ")";
+      failed_start_ = true;
+    }
+  }
+  static void TearDownTestSuite() {
+    if (SkipReason().empty()) Shell("timeout 30 " SLURM_CLUSTER_SCRIPT " stop " + kState.string());
+  }
+  void SetUp() override {
+    if (failed_start_) FAIL() << skip_;
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    dir_ = kState / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
+  }
+  std::vector<std::string> Env() {
+    return {kToken, "SLURM_CONF=" + (kState / "slurm.conf").string(), "DLAUNCH_RDZV_PORT=" + port_};
+  }
+  std::string Logs() { return (dir_ / "logs").string(); }
+  // The one run directory of the test, with its summary.
+  nlohmann::json OnlySummary() {
+    auto dirs = RunDirs(Logs());
+    EXPECT_EQ(dirs.size(), 1u) << "several jobs shared the log directory";
+    if (dirs.empty()) return {};
+    return ReadJson(dirs.front() / "summary.json");
+  }
+  fs::path dir_;
+  std::string port_;
+  static std::string skip_;
+  static bool failed_start_;
+};
+std::string SlurmTest::skip_;
+bool SlurmTest::failed_start_ = false;
+
+TEST_F(SlurmTest, SrunTwoTasksFormOneFourRankJob) {
+  Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", DLAUNCH_BIN, "--log-dir", Logs(),
+                 "--nproc", "2", TEST_RANK_BIN, "register"},
+                Env());
+  ASSERT_EQ(srun.Wait(seconds(120)), 0) << srun.err_text();
+  auto summary = OnlySummary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 4u) << summary.dump();
+  int registered = 0;
+  for (const auto& l : srun.out_lines) registered += l.find("of 4 local") != std::string::npos;
+  EXPECT_EQ(registered, 4) << srun.err_text();
+}
+
+TEST_F(SlurmTest, SbatchTasksFormOneJobWithAndWithoutSrun) {
+  const fs::path script = dir_ / "job.sh";
+  std::ofstream(script) << "#!/bin/bash\nsrun " << DLAUNCH_BIN << " --log-dir " << Logs()
+                        << " --nproc 2 " << TEST_RANK_BIN << " register\n";
+  Launched sbatch({"/usr/bin/sbatch", "--wait", "--ntasks=2", "--time=2", "-o",
+                   (dir_ / "out.txt").string(), script.string()},
+                  Env());
+  ASSERT_EQ(sbatch.Wait(seconds(150)), 0) << sbatch.err_text();
+  auto summary = OnlySummary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 4u) << summary.dump();
+
+  // dlaunch in the batch script itself is the node's one launcher: --ntasks ranks.
+  fs::remove_all(Logs());
+  Launched wrap(
+      {"/usr/bin/sbatch", "--wait", "--ntasks=2", "--time=2", "-o", (dir_ / "wrap.txt").string(),
+       "--wrap",
+       std::string(DLAUNCH_BIN) + " --log-dir " + Logs() + " " + TEST_RANK_BIN + " register"},
+      Env());
+  ASSERT_EQ(wrap.Wait(seconds(150)), 0) << wrap.err_text();
+  summary = OnlySummary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 2u) << summary.dump();
+}
+
+TEST_F(SlurmTest, AnNnodesThatWouldSplitTheStepIsRefused) {
+  Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", DLAUNCH_BIN, "--log-dir", Logs(),
+                 "--nnodes", "1", TEST_RANK_BIN, "register"},
+                Env());
+  EXPECT_EQ(srun.Wait(seconds(120)), 2);
+  EXPECT_NE(srun.err_text().find("--nnodes 1 but this Slurm step runs 2 dlaunch tasks"),
+            std::string::npos)
+      << srun.err_text();
+  EXPECT_TRUE(RunDirs(Logs()).empty());
+}
+
+TEST_F(SlurmTest, ScancelEndsEveryRank) {
+  const std::string name = "dlaunch-scancel-" + std::to_string(::getpid());
+  Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", "-J", name, DLAUNCH_BIN, "--log-dir",
+                 Logs(), "--nproc", "2", TEST_RANK_BIN, "sleep"},
+                Env());
+  std::vector<pid_t> pids;
+  auto ready = [&](const std::vector<std::string>& lines) {
+    pids.clear();
+    for (const auto& l : lines) {
+      const size_t at = l.find("ready ");
+      if (at != std::string::npos) pids.push_back(std::stoi(l.substr(at + 6)));
+    }
+    return pids.size() == 4;
+  };
+  ASSERT_TRUE(srun.WaitFor(ready, seconds(90))) << srun.err_text();
+  ASSERT_EQ(Shell("SLURM_CONF=" + (kState / "slurm.conf").string() +
+                  " timeout 30 /usr/bin/scancel --name " + name),
+            0);
+  EXPECT_NE(srun.Wait(seconds(60)), -1) << "srun did not end after scancel";
+  for (pid_t pid : pids) {
+    // Reaped by its launcher once it ended; a bounded wait for the launcher to get there.
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; ++i) {
+      gone = ::kill(pid, 0) != 0;
+      if (!gone) ::usleep(50000);
+    }
+    EXPECT_TRUE(gone) << "rank pid " << pid << " outlived scancel";
+  }
+  auto dirs = RunDirs(Logs());
+  ASSERT_EQ(dirs.size(), 1u);
+  for (const char* file : {"summary.json", "summary.node1.json"}) {
+    auto summary = ReadJson(dirs.front() / file);
+    EXPECT_EQ(summary["exit_code"], 143) << file << ": " << summary.dump();
+  }
+}
+
+}  // namespace
+}  // namespace dlaunch
