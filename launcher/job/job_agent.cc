@@ -63,8 +63,12 @@ int JobAgent::Run(ProcessSpawner* spawner) {
   SummaryInfo summary;
   summary.run_id = plan_.identity().run_id;
   summary.host = host_;
+  SummaryWriter summary_file(plan_.summary_path());
   AttemptReport report;
   for (int attempt = 0;; ++attempt) {
+    supervisor.on_change = [&, attempt](const AttemptResult& now) {
+      summary_file.WriteProgress(summary, attempt, now);
+    };
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
@@ -77,7 +81,7 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     summary.restarts = attempt;
     summary.exit_code = report.exit_code;
     summary.error = report.error;
-    WriteSummary(plan_.summary_path(), summary, report.result.ranks);
+    summary_file.Write(summary, report.result.ranks);
     role_->Explain(report);
 
     if (!plan_.ShouldRestart(attempt, report.exit_code, report.result.interrupted_by != 0,

@@ -120,7 +120,17 @@ class Supervisor::Attempt {
       int n = ::epoll_wait(ep_.get(), events, 32, -1);
       if (n < 0 && errno == EINTR) continue;
       for (int e = 0; e < n; ++e) Dispatch(events[e].data.u64);
+      if (changed_) Changed();
     }
+  }
+
+  // Tells on_change how the attempt stands now.
+  void Changed() {
+    changed_ = false;
+    if (!sup_.on_change) return;
+    AttemptResult progress = result_;
+    for (const auto& r : ranks_) progress.ranks.push_back(r.outcome);
+    sup_.on_change(progress);
   }
 
   // The outcomes; the pipes a grandchild may still hold are closed here, not waited for.
@@ -245,6 +255,7 @@ class Supervisor::Attempt {
     Pump(i, r.out);
     Pump(i, r.err);
     --running_;
+    changed_ = true;
     sup_.MarkExited(i);
     // The rank's own children (a shell pipeline, python workers) go with it.
     sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
@@ -281,6 +292,7 @@ class Supervisor::Attempt {
   // and SIGKILL after the grace period.
   void TearDown(int sig) {
     tearing_down_ = true;
+    changed_ = true;
     for (auto& r : ranks_)
       if (r.running()) r.outcome.torn_down = true;
     KillAll(sig);
@@ -297,6 +309,7 @@ class Supervisor::Attempt {
   std::vector<Rank> ranks_;
   size_t running_ = 0;
   bool tearing_down_ = false;
+  bool changed_ = false;  // since on_change was last called
   int interrupts_ = 0;
   AttemptResult result_;
 };
@@ -356,6 +369,7 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
   }
   Attempt attempt(*this, specs);
   attempt.StartAll();
+  attempt.Changed();
   attempt.Loop();
   return attempt.Finish();
 }

@@ -73,6 +73,10 @@ class Supervisor {
 
   // Called on the loop thread every `tick` while the attempt runs; must not block for long.
   std::function<void()> on_tick;
+  // Called on the loop thread when the attempt's picture changes: once every rank started, when
+  // a rank exits, when the teardown begins. `progress.ranks` holds every rank as it stands. Must
+  // not block for long (a small file rewrite).
+  std::function<void(const AttemptResult& progress)> on_change;
 
   // Thread-safe: per rank (by index), the pid and the time of its last output line.
   struct LiveRank {

@@ -56,19 +56,6 @@ class LauncherTest : public ::testing::Test {
     for (const auto& l : ReadLines(p)) env[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
     return env;
   }
-  // pids of the ranks, from their "ready PID" lines (the console prefixes "[rank R] ")
-  static std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
-    std::map<int, pid_t> pids;
-    std::regex re(R"(\[rank (\d+)\] ready (\d+))");
-    std::smatch m;
-    for (const auto& l : lines)
-      if (std::regex_match(l, m, re)) pids[std::stoi(m[1])] = std::stoi(m[2]);
-    return pids;
-  }
-  static auto ReadyCount(size_t n) {
-    return [n](const std::vector<std::string>& lines) { return ReadyPids(lines).size() >= n; };
-  }
-
   fs::path dir_;
 };
 

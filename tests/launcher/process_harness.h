@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -114,5 +116,18 @@ class Launched {
   bool reaped_ = false;
   int code_ = -1;
 };
+
+// pids of the ranks, from their "ready PID" console lines (the console prefixes "[rank R] ").
+inline std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
+  std::map<int, pid_t> pids;
+  std::regex re(R"(\[rank (\d+)\] ready (\d+).*)");
+  std::smatch m;
+  for (const auto& l : lines)
+    if (std::regex_match(l, m, re)) pids[std::stoi(m[1])] = std::stoi(m[2]);
+  return pids;
+}
+inline auto ReadyCount(size_t n) {
+  return [n](const std::vector<std::string>& lines) { return ReadyPids(lines).size() >= n; };
+}
 
 }  // namespace dlaunch::testing
