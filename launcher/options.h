@@ -46,6 +46,7 @@ struct LaunchOptions {
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
+  std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
 };
 
 // The help text, with every flag.

@@ -1,5 +1,6 @@
 #include "launcher/job/job_agent.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,9 +73,12 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
-      specs.push_back(RankSpec{slot.rank, slot.local_rank,
-                               ProcessSpec{plan_.argv(), plan_.RankEnvironment(slot, attempt)},
-                               slot.dir});
+      ProcessSpec process{plan_.argv(), plan_.RankEnvironment(slot, attempt)};
+      // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
+      if (o.command == Command::kTrain || o.command == Command::kPreflight) {
+        process.ignored_signals = {SIGUSR1, SIGUSR2};
+      }
+      specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
     }
     report = Judge(attempt, supervisor.Run(specs));
     role_->Conclude(&report, &summary);

@@ -46,9 +46,10 @@ class ForkExecSpawner : public ProcessSpawner {
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
         ::signal(sig, SIG_DFL);
       }
+      for (int sig : spec.ignored_signals) ::signal(sig, SIG_IGN);
       int devnull = ::open("/dev/null", O_RDONLY);
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out[1].get(), 1);

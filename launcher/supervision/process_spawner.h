@@ -14,6 +14,9 @@ namespace dlaunch::launcher {
 struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute or relative path, not looked up
   std::vector<std::string> env;   // the whole environment, KEY=VAL
+  // Signals the program starts with ignored (SIG_IGN survives exec): the built-in ranks take
+  // SIGUSR1 and SIGUSR2 this way until their own handlers are in place.
+  std::vector<int> ignored_signals;
 };
 
 struct SpawnedProcess {

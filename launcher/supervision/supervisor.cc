@@ -9,9 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
+#include "core/base/format.h"
 #include "core/error.h"
 #include "core/telemetry.h"
 #include "launcher/supervision/log_capture.h"
@@ -19,14 +22,17 @@
 namespace dlaunch::launcher {
 namespace {
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+constexpr int kForwardable[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-sigset_t ForwardedSet() {
+sigset_t ForwardableSet() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : kForwarded) sigaddset(&set, s);
+  for (int s : kForwardable) sigaddset(&set, s);
   return set;
 }
+
+// The ones HandleSignals chose; process-wide, like the signal dispositions they stand for.
+sigset_t g_handled = ForwardableSet();
 
 // Event sources are told apart by the tag in epoll_data.u64: kind in the high bits, rank index
 // in the low ones.
@@ -91,7 +97,7 @@ class Supervisor::Attempt {
         grace_fd_(
             Checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd")),
         ranks_(specs.size()) {
-    sigset_t sigs = ForwardedSet();
+    sigset_t sigs = g_handled;
     sig_fd_ = Checked(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
     Watch(sig_fd_.get(), Tag(kSignal));
     Watch(sup_.stop_fd_.get(), Tag(kStop));
@@ -271,6 +277,7 @@ class Supervisor::Attempt {
     while (::read(sig_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGUSR1 || sig == SIGUSR2) {
+        // Forwarded only: a built-in `train` rank takes SIGUSR1 as "checkpoint now, go on".
         KillAll(sig);
         continue;
       }
@@ -315,9 +322,38 @@ class Supervisor::Attempt {
 };
 
 void BlockForwardedSignals() {
-  sigset_t set = ForwardedSet();
+  sigset_t set = ForwardableSet();
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
+
+std::vector<int> ParseSignalList(const std::string& list) {
+  std::vector<int> signals;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (name.empty()) continue;
+    const int sig = base::SignalNumber(name);
+    if (std::find(std::begin(kForwardable), std::end(kForwardable), sig) ==
+        std::end(kForwardable)) {
+      throw UsageError("--signals-to-handle: cannot handle '" + name + "' (choose from " +
+                       kDefaultHandledSignals + ")");
+    }
+    signals.push_back(sig);
+  }
+  return signals;
+}
+
+void HandleSignals(const std::vector<int>& signals) {
+  sigemptyset(&g_handled);
+  for (int s : signals) sigaddset(&g_handled, s);
+  sigset_t others;
+  sigemptyset(&others);
+  for (int s : kForwardable)
+    if (!sigismember(&g_handled, s)) sigaddset(&others, s);
+  ::pthread_sigmask(SIG_UNBLOCK, &others, nullptr);
 }
 
 Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)

@@ -60,6 +60,17 @@ struct SupervisorOptions {
 // (call this first in main) so that the supervisor's signalfd receives them.
 void BlockForwardedSignals();
 
+// The signals dlaunch can catch and forward (torchrun's --signals-to-handle), by default all of
+// them: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded and end the job (exit 128+n); SIGUSR1
+// and SIGUSR2 are forwarded only, and the job goes on.
+inline constexpr char kDefaultHandledSignals[] = "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2";
+// "SIGTERM,INT,USR1" -> the signal numbers; throws UsageError naming one it cannot handle.
+std::vector<int> ParseSignalList(const std::string& list);
+// From now on only `signals` are caught and forwarded; the other forwardable ones take their
+// default action on dlaunch again (SIGUSR1 ends it, and its ranks with it). Call before any
+// thread starts, after BlockForwardedSignals.
+void HandleSignals(const std::vector<int>& signals);
+
 class Supervisor {
  public:
   Supervisor(ProcessSpawner* spawner, SupervisorOptions options);
