@@ -194,10 +194,19 @@ class Supervisor::Attempt {
         break;
       case kStop: {
         DrainCounter(sup_.stop_fd_.get());
-        std::lock_guard<std::mutex> lock(sup_.stop_mu_);
-        result_.stop_code = sup_.stop_code_;
-        result_.stop_reason = sup_.stop_reason_;
+        std::vector<int> kill_now;
+        {
+          std::lock_guard<std::mutex> lock(sup_.stop_mu_);
+          result_.stop_code = sup_.stop_code_;
+          result_.stop_reason = sup_.stop_reason_;
+          kill_now = sup_.stop_kill_now_;
+        }
         BeginTeardown();
+        for (auto& r : ranks_) {
+          const bool now =
+              std::find(kill_now.begin(), kill_now.end(), r.spec->rank) != kill_now.end();
+          if (now && r.running()) sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+        }
         break;
       }
       case kTick:
@@ -296,13 +305,15 @@ class Supervisor::Attempt {
   }
 
   // Sends `sig` (SIGTERM, or the signal that interrupted dlaunch) to every rank still running,
-  // and SIGKILL after the grace period.
+  // and SIGKILL after the grace period. SIGCONT follows `sig`: a stopped rank would otherwise
+  // hold its SIGTERM, and the teardown, for the whole grace period.
   void TearDown(int sig) {
     tearing_down_ = true;
     changed_ = true;
     for (auto& r : ranks_)
       if (r.running()) r.outcome.torn_down = true;
     KillAll(sig);
+    KillAll(SIGCONT);
     ArmTimer(grace_fd_.get(), sup_.options_.grace_period, std::chrono::milliseconds(0));
   }
 
@@ -361,12 +372,13 @@ Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)
       options_(std::move(options)),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-void Supervisor::RequestStop(int exit_code, const std::string& reason) {
+void Supervisor::RequestStop(int exit_code, const std::string& reason, std::vector<int> kill_now) {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (stop_code_) return;
     stop_code_ = exit_code;
     stop_reason_ = reason;
+    stop_kill_now_ = std::move(kill_now);
   }
   uint64_t one = 1;
   (void)!::write(stop_fd_.get(), &one, sizeof(one));
@@ -397,6 +409,7 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_code_.reset();
     stop_reason_.clear();
+    stop_kill_now_.clear();
     DrainCounter(stop_fd_.get());
   }
   {

@@ -79,8 +79,10 @@ class Supervisor {
   // started (the ranks already started are killed first).
   AttemptResult Run(const std::vector<RankSpec>& ranks);
 
-  // Thread-safe, does not block: ends the attempt as a failure with `exit_code`.
-  void RequestStop(int exit_code, const std::string& reason);
+  // Thread-safe, does not block: ends the attempt as a failure with `exit_code`. The ranks in
+  // `kill_now` (found stopped or hung, their stacks already taken) get SIGKILL at once instead of
+  // SIGTERM and the grace period.
+  void RequestStop(int exit_code, const std::string& reason, std::vector<int> kill_now = {});
 
   // Called on the loop thread every `tick` while the attempt runs; must not block for long.
   std::function<void()> on_tick;
@@ -112,6 +114,7 @@ class Supervisor {
   std::mutex stop_mu_;
   std::optional<int> stop_code_;
   std::string stop_reason_;
+  std::vector<int> stop_kill_now_;
   mutable std::mutex live_mu_;
   std::vector<LiveRank> live_;
 };
