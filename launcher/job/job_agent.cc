@@ -73,7 +73,9 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
-      ProcessSpec process{plan_.argv(), plan_.RankEnvironment(slot, attempt)};
+      ProcessSpec process;
+      process.argv = plan_.argv();
+      process.env = plan_.RankEnvironment(slot, attempt);
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};

@@ -41,6 +41,7 @@ class ForkExecSpawner : public ProcessSpawner {
     if (pid == 0) {
       // Only async-signal-safe calls from here to execve: the launcher has other threads.
       ::setpgid(0, 0);
+      if (spec.cgroup_procs_fd >= 0) (void)!::write(spec.cgroup_procs_fd, "0", 1);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took hold
       sigset_t none;

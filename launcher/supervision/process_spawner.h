@@ -17,6 +17,8 @@ struct ProcessSpec {
   // Signals the program starts with ignored (SIG_IGN survives exec): the built-in ranks take
   // SIGUSR1 and SIGUSR2 this way until their own handlers are in place.
   std::vector<int> ignored_signals;
+  // When >= 0, an open cgroup.procs: the child joins that cgroup (writes "0") before exec.
+  int cgroup_procs_fd = -1;
 };
 
 struct SpawnedProcess {

@@ -165,7 +165,11 @@ class Supervisor::Attempt {
     r.outcome.rank = spec.rank;
     r.outcome.local_rank = spec.local_rank;
     r.outcome.start_unix_ms = core::UnixMillis();
-    r.proc = sup_.spawner_->Spawn(spec.process);
+    UniqueFd cgroup = sup_.janitor_->PrepareRank(spec.rank);
+    ProcessSpec process = spec.process;
+    process.cgroup_procs_fd = cgroup.get();
+    r.proc = sup_.spawner_->Spawn(process);
+    sup_.janitor_->RankStarted(r.proc.pid);
     r.out.pipe = &r.proc.stdout_fd;
     r.err.pipe = &r.proc.stderr_fd;
     r.outcome.pid = r.proc.pid;
@@ -272,8 +276,10 @@ class Supervisor::Attempt {
     --running_;
     changed_ = true;
     sup_.MarkExited(i);
-    // The rank's own children (a shell pipeline, python workers) go with it.
+    // The rank's own children (a shell pipeline, python workers) go with it: its process group,
+    // and its cgroup, which also holds those that left the group.
     sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+    sup_.janitor_->RankExited(r.spec->rank, r.proc.pid);
     if (!r.outcome.ok() && !result_.first_failure && !tearing_down_) {
       r.outcome.torn_down = false;
       result_.first_failure = i;
@@ -416,6 +422,7 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
     std::lock_guard<std::mutex> lock(live_mu_);
     live_.assign(specs.size(), LiveRank{0, -1, 0, false});
   }
+  if (!janitor_) janitor_ = std::make_unique<RankJanitor>();
   Attempt attempt(*this, specs);
   attempt.StartAll();
   attempt.Changed();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "launcher/supervision/process_spawner.h"
+#include "launcher/supervision/rank_janitor.h"
 #include "launcher/supervision/unique_fd.h"
 
 namespace dlaunch::launcher {
@@ -110,6 +111,7 @@ class Supervisor {
 
   ProcessSpawner* spawner_;
   SupervisorOptions options_;
+  std::unique_ptr<RankJanitor> janitor_;  // from the first Run on
   UniqueFd stop_fd_;
   std::mutex stop_mu_;
   std::optional<int> stop_code_;
