@@ -31,26 +31,6 @@ std::set<pid_t> MarkedPids(const std::string& marker) {
   return pids;
 }
 
-// Blocks until every process of `pids` has exited (its pidfd readable), at most `timeout`.
-bool AllExit(const std::set<pid_t>& pids, milliseconds timeout) {
-  std::vector<pollfd> fds;
-  for (pid_t pid : pids) {
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (fd >= 0) fds.push_back({fd, POLLIN, 0});
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  size_t gone = 0;
-  while (gone < fds.size()) {
-    auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || ::poll(fds.data(), fds.size(), left.count()) <= 0) break;
-    gone = 0;
-    for (auto& p : fds) gone += (p.revents & POLLIN) ? 1 : 0;
-  }
-  for (auto& p : fds) ::close(p.fd);
-  return gone == fds.size();
-}
-
 std::string InCgroup(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
   for (std::string line; std::getline(in, line);)
@@ -77,11 +57,11 @@ class ContainmentTest : public DurabilityTest {
       GTEST_SKIP() << "no writable cgroup v2 with cgroup.kill here (rank in '" << cg << "')";
     }
     if (!want_cgroup) EXPECT_EQ(cg.find("/dlaunch-"), std::string::npos) << cg;
-    const std::set<pid_t> before = MarkedPids(marker);
-    EXPECT_GE(before.size(), 2 * per_rank) << "not every child was there";
+    ExitWatch before(MarkedPids(marker));
+    EXPECT_GE(before.watched(), 2 * per_rank) << "not every child was there";
     ASSERT_EQ(::kill(l.pid(), SIGKILL), 0);
     EXPECT_EQ(l.Wait(seconds(10)), 128 + SIGKILL);
-    EXPECT_TRUE(AllExit(before, seconds(10))) << "survivors of a SIGKILLed launcher";
+    EXPECT_TRUE(before.AllExit(seconds(10))) << "survivors of a SIGKILLed launcher";
     EXPECT_TRUE(MarkedPids(marker).empty());
     if (want_cgroup) {
       const std::string job = launcher::OwnCgroupV2() + "/dlaunch-" + std::to_string(l.pid());
@@ -108,7 +88,7 @@ TEST_F(ContainmentTest, ARankThatExitsTakesItsChildrenAlong) {
                   "sleep 300 & setsid sleep 301 & echo ready $$; exit 0"}));
   EXPECT_EQ(l.Wait(seconds(30)), 0) << l.err_text();
   // Bash's children may still be exiting: wait on them, then count.
-  EXPECT_TRUE(AllExit(MarkedPids(marker), seconds(10)));
+  EXPECT_TRUE(ExitWatch(MarkedPids(marker)).AllExit(seconds(10)));
   EXPECT_TRUE(MarkedPids(marker).empty());
 }
 
