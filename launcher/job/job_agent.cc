@@ -83,6 +83,7 @@ int JobAgent::Run(ProcessSpawner* spawner) {
       specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
     }
     report = Judge(attempt, supervisor.Run(specs));
+    summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
     summary.restarts = attempt;
     summary.exit_code = report.exit_code;

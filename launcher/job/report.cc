@@ -190,7 +190,7 @@ SummaryWriter::SummaryWriter(std::string path)
 SummaryWriter::~SummaryWriter() { ::unlink(reserve_.c_str()); }
 
 void SummaryWriter::Write(const SummaryInfo& info, const std::vector<RankOutcome>& ranks) {
-  WriteText(rundir::SummaryToJson(MakeSummary(info, ranks)));
+  WriteText(rundir::SummaryToJson(MakeSummary(info, ranks)), true);
 }
 
 void SummaryWriter::WriteProgress(const SummaryInfo& info, int attempt,
@@ -206,13 +206,16 @@ void SummaryWriter::WriteProgress(const SummaryInfo& info, int attempt,
   if (now.error.empty() && progress.interrupted_by) {
     now.error = "interrupted by " + SignalName(progress.interrupted_by);
   }
-  Write(now, progress.ranks);
+  WriteText(rundir::SummaryToJson(MakeSummary(now, progress.ranks)), false);
 }
 
-void SummaryWriter::WriteText(const std::string& text) {
+void SummaryWriter::WriteText(const std::string& text, bool final) {
   std::string problem;
-  // The first retry gets the reserved room back; the second goes elsewhere.
+  // The first retry gets the reserved room back; the second goes elsewhere. While the job runs
+  // the reserve stays (the logs would fill it): a full disk keeps the last summary written, and
+  // the one at the end takes the room.
   for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt == 1 && !final && wrote_) return;
     const std::string target = attempt < 2 ? path_ : FallbackPath(path_);
     try {
       base::WriteFileAtomically(target, text);
@@ -222,6 +225,7 @@ void SummaryWriter::WriteText(const std::string& text) {
         said_ = true;
       }
       written_ = target;
+      wrote_ = true;
       return;
     } catch (const Error& e) {
       problem = e.what();

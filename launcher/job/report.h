@@ -54,7 +54,8 @@ class SummaryWriter {
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
-  // Blocks for the write and its fsync; never throws (a failure is said once on stderr).
+  // At the end of an attempt. Blocks for the write and its fsync; never throws (a failure is
+  // said once on stderr).
   void Write(const SummaryInfo& info, const std::vector<RankOutcome>& ranks);
   // While an attempt runs: the ranks as they stand, exit code -1 and, once the teardown began,
   // its reason.
@@ -63,12 +64,14 @@ class SummaryWriter {
   const std::string& written_path() const { return written_; }
 
  private:
-  void WriteText(const std::string& text);
+  // final: the attempt's end, which may take the reserved room.
+  void WriteText(const std::string& text, bool final);
 
   std::string path_;
   std::string reserve_;
   std::string written_;
   bool said_ = false;
+  bool wrote_ = false;  // a summary exists somewhere
 };
 
 // The summary.json document of this node's ranks (and, on node 0 of several, every node's).

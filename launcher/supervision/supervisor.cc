@@ -72,9 +72,18 @@ UniqueFd Checked(int fd, const char* what) {
 struct Stream {
   UniqueFd* pipe = nullptr;  // into the rank's SpawnedProcess
   UniqueFd log;
+  std::string log_name;  // "rank1/stdout.log"
+  uint64_t logged = 0;   // bytes in the log
+  int log_errno = 0;     // why the log was cut short; 0 while it is whole
   LineSplitter lines;
   bool is_err = false;
 };
+
+// "rank1/stdout.log" of "<run dir>/rank1" and "stdout.log".
+std::string LogName(const std::string& rank_dir, const char* file) {
+  const size_t slash = rank_dir.find_last_of('/');
+  return (slash == std::string::npos ? rank_dir : rank_dir.substr(slash + 1)) + "/" + file;
+}
 
 struct Rank {
   const RankSpec* spec = nullptr;
@@ -142,6 +151,22 @@ class Supervisor::Attempt {
   // The outcomes; the pipes a grandchild may still hold are closed here, not waited for.
   AttemptResult Finish() {
     for (auto& r : ranks_) result_.ranks.push_back(r.outcome);
+    std::string cut;
+    for (auto& r : ranks_) {
+      for (const Stream* st : {&r.out, &r.err}) {
+        if (st->log_errno == 0) continue;
+        result_.truncated_logs.push_back(st->log_name);
+        cut += (cut.empty() ? "" : ", ") + st->log_name + " at " + std::to_string(st->logged) +
+               " bytes (" + std::strerror(st->log_errno) + ")";
+      }
+    }
+    if (!cut.empty()) {
+      // Said once, after the attempt: the output itself went on to the console.
+      const std::string& dir = ranks_.front().spec->rank_dir;
+      WriteAll(sup_.options_.console_err, "dlaunch: logs cut short under " +
+                                              dir.substr(0, dir.find_last_of('/')) + ": " + cut +
+                                              "; the output after that was not logged\n");
+    }
     return std::move(result_);
   }
 
@@ -161,6 +186,8 @@ class Supervisor::Attempt {
     r.console = !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank));
     r.out.log = OpenLog(spec.rank_dir + "/stdout.log");
     r.err.log = OpenLog(spec.rank_dir + "/stderr.log");
+    r.out.log_name = LogName(spec.rank_dir, "stdout.log");
+    r.err.log_name = LogName(spec.rank_dir, "stderr.log");
     r.err.is_err = true;
     r.outcome.rank = spec.rank;
     r.outcome.local_rank = spec.local_rank;
@@ -239,7 +266,7 @@ class Supervisor::Attempt {
         open = false;
         break;
       }
-      WriteAll(s.log.get(), std::string_view(buf, n));
+      Log(s, std::string_view(buf, n));
       s.lines.Feed(std::string_view(buf, n), &lines);
     }
     if (!open || r.outcome.exited) {
@@ -255,6 +282,22 @@ class Supervisor::Attempt {
     if (!open) {
       Unwatch(s.pipe->get());
       s.pipe->reset();
+    }
+  }
+
+  // Appends to the stream's log until a write fails (a full disk): from then on the log stays as
+  // it is, whole lines or not, and Finish names it.
+  void Log(Stream& s, std::string_view data) {
+    if (s.log_errno != 0) return;
+    while (!data.empty()) {
+      const ssize_t n = ::write(s.log.get(), data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        s.log_errno = n < 0 ? errno : ENOSPC;
+        return;
+      }
+      s.logged += static_cast<uint64_t>(n);
+      data.remove_prefix(static_cast<size_t>(n));
     }
   }
 

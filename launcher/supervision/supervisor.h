@@ -46,6 +46,9 @@ struct AttemptResult {
   int interrupted_by = 0;               // the signal that stopped dlaunch, if any
   std::optional<int> stop_code;         // set by RequestStop
   std::string stop_reason;
+  // Logs a full disk (or another write error) cut short, as "rank1/stdout.log". The rank's output
+  // still reached the console; the job's outcome does not change.
+  std::vector<std::string> truncated_logs;
 };
 
 struct SupervisorOptions {
