@@ -133,9 +133,15 @@ RankJanitor::RankJanitor() {
   const std::string own = mode && std::string(mode) == "off" ? "" : OwnCgroupV2();
   std::string name;
   if (!own.empty()) {
-    name = "dlaunch-" + std::to_string(::getpid());
-    const std::string dir = own + "/" + name;
-    if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) {
+    // A folder of its own, never another launcher's (one in another pid namespace may share the
+    // pid): its rank cgroups would be killed with ours.
+    std::string dir;
+    for (int n = 0; n < 10 && dir.empty(); ++n) {
+      name = "dlaunch-" + std::to_string(::getpid()) + (n ? "-" + std::to_string(n) : "");
+      if (::mkdir((own + "/" + name).c_str(), 0755) == 0) dir = own + "/" + name;
+      if (dir.empty() && errno != EEXIST) break;
+    }
+    if (!dir.empty()) {
       // cgroup.kill came with Linux 5.14; without it a cgroup cannot end its processes at once.
       if (::access((dir + "/cgroup.kill").c_str(), W_OK) == 0) {
         job_cgroup_ = dir;
