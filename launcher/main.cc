@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   BlockForwardedSignals();
   try {
     LaunchOptions options = ParseCommandLine({argv + 1, argv + argc});
+    // Still before any thread: a job catches the signals it forwards, the other commands none.
+    const bool job = options.command == Command::kProgram || options.command == Command::kTrain ||
+                     options.command == Command::kPreflight;
+    HandleSignals(job ? options.signals_to_handle : std::vector<int>{});
     switch (options.command) {
       case Command::kHelp:
         std::cout << Usage();

@@ -12,6 +12,7 @@
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/node_env.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
+#include "launcher/supervision/supervisor.h"
 
 namespace po = boost::program_options;
 
@@ -82,6 +83,8 @@ po::options_description Describe() {
     ("max-restarts", po::value<int>()->default_value(0), "restart all ranks up to K times after a failure (alias --max_restarts)")
     ("max_restarts", po::value<int>(), "alias of --max-restarts")
     ("grace-period", po::value<double>()->default_value(30), "seconds between SIGTERM and SIGKILL at teardown")
+    ("signals-to-handle", po::value<std::string>()->default_value(kDefaultHandledSignals), "signals forwarded to the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT end the job, SIGUSR1, SIGUSR2 do not (alias --signals_to_handle)")
+    ("signals_to_handle", po::value<std::string>(), "alias of --signals-to-handle")
     ("log-dir", po::value<std::string>()->default_value("dlaunch-logs"), "where run directories go (alias --log_dir)")
     ("log_dir", po::value<std::string>(), "alias of --log-dir")
     ("quiet,q", po::bool_switch(), "no rank output on the console (it still goes to the log files)")
@@ -272,6 +275,8 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.max_restarts = *First<int>(vm, {"max_restarts", "max-restarts"});
   if (o.max_restarts < 0) throw UsageError("--max-restarts must not be negative");
   o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
+  o.signals_to_handle =
+      ParseSignalList(*First<std::string>(vm, {"signals-to-handle", "signals_to_handle"}));
   o.log_dir = *First<std::string>(vm, {"log_dir", "log-dir"});
   if (o.log_dir.empty()) throw UsageError("--log-dir must not be empty");
   o.quiet = vm["quiet"].as<bool>();

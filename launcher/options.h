@@ -49,6 +49,7 @@ struct LaunchOptions {
   std::string tls_cert, tls_key, tls_ca;
   std::string gpu_binding = "local-rank";  // local-rank | isolate | none
   std::string numa_binding;                // "" (none) | node | socket | exclusive
+  std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
 };
 
 // The help text, with every flag.

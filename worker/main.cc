@@ -23,8 +23,8 @@ using dlaunch::core::CommandKind;
 using dlaunch::core::Runtime;
 using CommandHandler = std::function<void(CommandKind command, const std::string& reason)>;
 
-// The suite's handler for the coordinator's commands; also run on SIGTERM, so a rank torn down
-// by the launcher leaves its flight recorder behind for the diagnosis.
+// The suite's handler for the coordinator's commands; also run on SIGTERM and SIGINT, so a rank
+// torn down by the launcher leaves its flight recorder behind for the diagnosis.
 std::mutex g_handler_mu;
 CommandHandler g_handler;
 
@@ -37,26 +37,31 @@ void RunHandler(CommandKind command, const std::string& reason) {
   if (h) h(command, reason);
 }
 
-// SIGTERM is blocked in every thread (call before any starts) and taken by one watcher thread:
-// it dumps, then lets SIGTERM end the process as it would have.
-void DumpOnSigterm() {
+// SIGTERM and SIGINT are blocked in every thread (call before any starts) and taken by one
+// watcher thread: it dumps, then lets the signal end the process as it would have. SIGUSR1 and
+// SIGUSR2, which the launcher forwards, never end a built-in rank: ignored until `train` installs
+// its checkpoint handler.
+void TakeSignals() {
+  ::signal(SIGUSR1, SIG_IGN);
+  ::signal(SIGUSR2, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set] {
     int sig = 0;
     while (::sigwait(&set, &sig) != 0) {
     }
-    RunHandler(CommandKind::kDump, "terminated");
-    ::signal(SIGTERM, SIG_DFL);
+    RunHandler(CommandKind::kDump, sig == SIGINT ? "interrupted" : "terminated");
+    ::signal(sig, SIG_DFL);
     ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-    ::raise(SIGTERM);
+    ::raise(sig);
   }).detach();
 }
 
 // What the built-ins call to hand over their command handler: it serves the coordinator's DUMP and
-// ABORT commands and the dump on SIGTERM.
+// ABORT commands and the dump on SIGTERM and SIGINT.
 std::function<void(CommandHandler)> CommandWiring(Runtime& rt) {
   return [&rt](CommandHandler handler) {
     {
@@ -127,7 +132,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: dlaunch-worker preflight|train [OPTIONS] (normally started by dlaunch)\n";
     return dlaunch::kExitUsage;
   }
-  DumpOnSigterm();
+  TakeSignals();
   try {
     int code = Run(argv[1], {argv + 2, argv + argc});
     // A SIGTERM that lands while the process exits must not call into a handler whose state the

@@ -105,6 +105,7 @@ GlooCommunicator::~GlooCommunicator() {
                        Describe(t.op, t.seqs.front()) + ": communicator destroyed");
   }
   worker_.join();
+  watchdog_->DumpAtExit();
 }
 
 std::string GlooCommunicator::Describe(const std::string& op, int64_t seq) const {

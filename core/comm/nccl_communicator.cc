@@ -208,6 +208,7 @@ NcclCommunicator::~NcclCommunicator() {
   }
   barrier_buf_.reset();
   if (stream_) cudaStreamDestroy(AsStream(stream_));
+  if (watchdog_) watchdog_->DumpAtExit();
 }
 
 void NcclCommunicator::AwaitEnqueued(const std::string& what) {

@@ -61,6 +61,15 @@ void Watchdog::Stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void Watchdog::DumpAtExit() {
+  if (options_.flight_dump_path.empty() || fired_) return;
+  try {
+    recorder_.DumpJson(options_.flight_dump_path, "exit");
+  } catch (const std::exception& e) {
+    std::cerr << "dlaunch: " << e.what() << std::endl;
+  }
+}
+
 void Watchdog::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {

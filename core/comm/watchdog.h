@@ -36,6 +36,10 @@ class Watchdog {
   // peer_error: empty for a timeout, else the broken-connection error that ended the op.
   TimeoutReport Fire(int64_t seq, const std::string& op, const std::string& peer_error = "");
   bool fired() const { return fired_.load(); }
+  // When the communicator goes (a clean exit too): the flight recorder to flight_dump_path with
+  // reason "exit", unless the watchdog fired (its "timeout"/"error" dump says more). Blocks for
+  // the write; never throws.
+  void DumpAtExit();
 
   // Store key under which rank r publishes its last started collective_seq.
   static std::string ProgressKey(int rank);

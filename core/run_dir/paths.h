@@ -2,7 +2,7 @@
 // directory; docs/run-directory.md describes each of them.
 //
 //   <run-dir>/summary.json  summary.node<N>.json  preflight.json  diagnosis.txt  diagnosis.json
-//             trace.json
+//             trace.json  .reserve (while the launcher runs)
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
 //                     heartbeat.json dump_request py_stacks.txt torch_trace_<R>  (Python ranks)
@@ -62,7 +62,10 @@ class RunDir {
   std::string diagnosis_text() const;             // diagnosis.txt
   std::string diagnosis_json() const;             // diagnosis.json
   std::string trace() const;                      // trace.json (Chrome trace events)
-  RankDir rank(int rank) const;                   // rank<R>/
+  // .reserve: room the launcher keeps while the job runs, so a disk the logs fill still takes
+  // the summary and diagnosis; removed at the end.
+  std::string reserve() const;
+  RankDir rank(int rank) const;  // rank<R>/
 
   // "rank3"; and back: the rank of a folder name, nullopt unless it is "rank" and at most nine
   // digits below kMaxRanks.

@@ -79,6 +79,7 @@ std::string SummaryToJson(const Summary& s) {
     if (!n.error.empty()) node["error"] = n.error;
     j["nodes"].push_back(std::move(node));
   }
+  if (!s.truncated_logs.empty()) j["truncated_logs"] = s.truncated_logs;
   return detail::Dump(j, 2) + "\n";
 }
 
@@ -101,6 +102,7 @@ FileState ReadSummary(const std::string& path, const std::string& label, Summary
   s.restarts = detail::GetInt32(j, "restarts", 0);
   s.updated_unix_ms = GetInt(j, "updated_unix_ms", 0);
   s.error = GetString(j, "error");
+  s.truncated_logs = detail::GetStrings(j, "truncated_logs");
   int dropped = 0;
   if (auto ranks = j.find("ranks"); ranks != j.end() && ranks->is_array()) {
     for (const json& r : *ranks) {

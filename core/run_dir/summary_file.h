@@ -54,6 +54,8 @@ struct Summary {
   std::string error;  // the root cause or stop reason, one line
   std::vector<SummaryRank> ranks;
   std::vector<SummaryNode> nodes;  // multi-node, on node 0
+  // Logs a full disk cut short ("rank1/stdout.log"), relative to the run directory.
+  std::vector<std::string> truncated_logs;
 };
 
 std::string SummaryToJson(const Summary& summary);  // indented, with a trailing newline

@@ -45,7 +45,16 @@ void HostedCoordinator::Tick() {
   if (auto d = monitor_->Poll(core::UnixMillis())) {
     hang_diagnosed_ = true;
     std::cerr << FormatDiagnosis(*d) << std::flush;
-    supervisor_->RequestStop(kExitHang, d->headline);
+    // A rank found stopped or silent has had its stacks taken: a SIGTERM and the grace period
+    // would only hold the teardown.
+    std::vector<int> kill_now;
+    for (const auto& r : d->ranks) {
+      if (r.stopped || r.state == rundir::RankState::kStopped ||
+          r.state == rundir::RankState::kUnresponsive || !r.stack_top.empty()) {
+        kill_now.push_back(r.rank);
+      }
+    }
+    supervisor_->RequestStop(kExitHang, d->headline, std::move(kill_now));
   }
 }
 

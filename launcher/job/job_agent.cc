@@ -1,5 +1,6 @@
 #include "launcher/job/job_agent.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,22 +65,33 @@ int JobAgent::Run(ProcessSpawner* spawner) {
   SummaryInfo summary;
   summary.run_id = plan_.identity().run_id;
   summary.host = host_;
+  SummaryWriter summary_file(plan_.summary_path());
   AttemptReport report;
   for (int attempt = 0;; ++attempt) {
+    supervisor.on_change = [&, attempt](const AttemptResult& now) {
+      summary_file.WriteProgress(summary, attempt, now);
+    };
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
-      ProcessSpec process{plan_.argv(), plan_.RankEnvironment(slot, attempt), {}};
+      ProcessSpec process;
+      process.argv = plan_.argv();
+      process.env = plan_.RankEnvironment(slot, attempt);
+      // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
+      if (o.command == Command::kTrain || o.command == Command::kPreflight) {
+        process.ignored_signals = {SIGUSR1, SIGUSR2};
+      }
       if (slot.local_rank < static_cast<int>(placement_.size()))
         ApplyPlacement(placement_[slot.local_rank], &process);
       specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
     }
     report = Judge(attempt, supervisor.Run(specs));
+    summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
     summary.restarts = attempt;
     summary.exit_code = report.exit_code;
     summary.error = report.error;
-    WriteSummary(plan_.summary_path(), summary, report.result.ranks);
+    summary_file.Write(summary, report.result.ranks);
     role_->Explain(report);
 
     if (!plan_.ShouldRestart(attempt, report.exit_code, report.result.interrupted_by != 0,

@@ -1,41 +1,28 @@
 #include "launcher/job/report.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <iostream>
 #include <sstream>
 
+#include "core/base/files.h"
+#include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 
-std::string SignalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-const char* RunStateName(RunState state) {
-  switch (state) {
-    case RunState::kRunning:
-      return "running";
-    case RunState::kOk:
-      return "ok";
-    case RunState::kFailed:
-      return "failed";
-    case RunState::kKilled:
-      return "killed";
-    case RunState::kLost:
-      return "lost";
-    case RunState::kUnknown:
-      break;
-  }
-  return "unknown";
-}
+namespace fs = std::filesystem;
 
 RunState StateOf(const RankOutcome& r) {
   if (!r.exited) return RunState::kRunning;
@@ -114,56 +101,142 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
   return out.str();
 }
 
-void WriteSummary(const std::string& path, const SummaryInfo& info,
-                  const std::vector<RankOutcome>& ranks) {
-  nlohmann::json j = {{"run_id", info.run_id},
-                      {"host", info.host},
-                      {"exit_code", info.exit_code},
-                      {"restarts", info.restarts},
-                      {"updated_unix_ms", core::UnixMillis()}};
-  if (!info.error.empty()) j["error"] = info.error;
-  j["ranks"] = nlohmann::json::array();
+rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutcome>& ranks) {
+  rundir::Summary s;
+  s.run_id = info.run_id;
+  s.host = info.host;
+  s.exit_code = info.exit_code;
+  s.restarts = info.restarts;
+  s.updated_unix_ms = core::UnixMillis();
+  s.error = info.error;
+  s.truncated_logs = info.truncated_logs;
   for (const auto& r : ranks) {
-    const char* status = RunStateName(StateOf(r));
-    nlohmann::json rank = {{"rank", r.rank},           {"local_rank", r.local_rank},
-                           {"host", info.host},        {"pid", r.pid},
-                           {"status", status},         {"start_unix_ms", r.start_unix_ms},
-                           {"restarts", info.restarts}};
+    rundir::SummaryRank& rank = s.ranks.emplace_back();
+    rank.rank = r.rank;
+    rank.local_rank = r.local_rank;
+    rank.host = info.host;
+    rank.pid = r.pid;
+    rank.status = StateOf(r);
+    rank.start_unix_ms = r.start_unix_ms;
+    rank.restarts = info.restarts;
     if (r.exited) {
-      rank["end_unix_ms"] = r.end_unix_ms;
-      if (r.signal) {
-        rank["signal"] = SignalName(r.signal);
-        rank["exit_code"] = -r.signal;  // torchrun's convention for "killed by signal"
-      } else {
-        rank["exit_code"] = r.exit_code;
-      }
+      rank.end_unix_ms = r.end_unix_ms;
+      rank.signal = r.signal;
+      rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
     }
-    j["ranks"].push_back(rank);
   }
-  if (!info.nodes.empty()) j["nodes"] = nlohmann::json::array();
   for (const auto& n : info.nodes) {
     const bool done = n.status && n.status->done();
-    nlohmann::json node = {{"node_rank", n.node_rank},
-                           {"host", n.host},
-                           {"status", RunStateName(StateOf(n, info.exit_code))}};
-    if (done) node["exit_code"] = n.status->exit_code();
-    if (done && !n.status->message().empty()) node["error"] = n.status->message();
-    j["nodes"].push_back(node);
+    rundir::SummaryNode& node = s.nodes.emplace_back();
+    node.node_rank = n.node_rank;
+    node.host = n.host;
+    node.status = StateOf(n, info.exit_code);
+    if (done) node.exit_code = n.status->exit_code();
+    if (done) node.error = n.status->message();
     if (n.node_rank == 0 || !n.status) continue;
     for (const auto& r : n.status->ranks()) {
-      nlohmann::json rank = {{"rank", r.rank()},
-                             {"host", n.host},
-                             {"node_rank", n.node_rank},
-                             {"pid", r.pid()},
-                             {"status", RunStateName(StateOf(r, n.lost))}};
+      rundir::SummaryRank& rank = s.ranks.emplace_back();
+      rank.rank = r.rank();
+      rank.node_rank = n.node_rank;
+      rank.host = n.host;
+      rank.pid = r.pid();
+      rank.status = StateOf(r, n.lost);
       if (r.exited()) {
-        rank["exit_code"] = r.signal() ? -r.signal() : r.exit_code();
-        if (r.signal()) rank["signal"] = SignalName(r.signal());
+        rank.signal = r.signal();
+        rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
       }
-      j["ranks"].push_back(rank);
     }
   }
-  core::WriteFileAtomically(path, j.dump(2) + "\n");
+  return s;
+}
+
+namespace {
+
+bool IsNoSpace(const Error& e) {
+  return std::string(e.what()).find(std::strerror(ENOSPC)) != std::string::npos ||
+         std::string(e.what()).find(std::strerror(EDQUOT)) != std::string::npos;
+}
+
+// $TMPDIR/dlaunch-summary-<run-id>/<file>: a second place for the summary when the run
+// directory's disk is full.
+std::string FallbackPath(const std::string& path) {
+  const fs::path p(path);
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path dir = fs::path(tmp && *tmp ? tmp : "/tmp") /
+                       ("dlaunch-summary-" + p.parent_path().filename().string());
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return (dir / p.filename()).string();
+}
+
+}  // namespace
+
+SummaryWriter::SummaryWriter(std::string path)
+    : path_(std::move(path)),
+      reserve_(rundir::RunDir(fs::path(path_).parent_path().string()).reserve()),
+      written_(path_) {
+  // Room for the summary (and the diagnosis) on a disk the logs may fill: a file of real blocks,
+  // given back when a write fails for lack of space.
+  const int fd = ::open(reserve_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  if (::posix_fallocate(fd, 0, kReserveBytes) != 0) {
+    ::close(fd);
+    ::unlink(reserve_.c_str());
+    return;
+  }
+  ::close(fd);
+}
+
+SummaryWriter::~SummaryWriter() { ::unlink(reserve_.c_str()); }
+
+void SummaryWriter::Write(const SummaryInfo& info, const std::vector<RankOutcome>& ranks) {
+  WriteText(rundir::SummaryToJson(MakeSummary(info, ranks)), true);
+}
+
+void SummaryWriter::WriteProgress(const SummaryInfo& info, int attempt,
+                                  const AttemptResult& progress) {
+  SummaryInfo now = info;
+  now.exit_code = -1;
+  now.restarts = attempt;
+  now.error = progress.stop_reason;
+  if (now.error.empty() && progress.first_failure) {
+    const RankOutcome& f = progress.ranks[*progress.first_failure];
+    now.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f);
+  }
+  if (now.error.empty() && progress.interrupted_by) {
+    now.error = "interrupted by " + SignalName(progress.interrupted_by);
+  }
+  WriteText(rundir::SummaryToJson(MakeSummary(now, progress.ranks)), false);
+}
+
+void SummaryWriter::WriteText(const std::string& text, bool final) {
+  std::string problem;
+  // The first retry gets the reserved room back; the second goes elsewhere. While the job runs
+  // the reserve stays (the logs would fill it): a full disk keeps the last summary written, and
+  // the one at the end takes the room.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt == 1 && !final && wrote_) return;
+    const std::string target = attempt < 2 ? path_ : FallbackPath(path_);
+    try {
+      base::WriteFileAtomically(target, text);
+      if (target != written_ && !said_) {
+        std::cerr << "dlaunch: the disk of " << path_ << " is full: summary written to " << target
+                  << " instead" << std::endl;
+        said_ = true;
+      }
+      written_ = target;
+      wrote_ = true;
+      return;
+    } catch (const Error& e) {
+      problem = e.what();
+      if (!IsNoSpace(e)) break;
+      ::unlink(reserve_.c_str());
+    }
+  }
+  if (!said_) {
+    std::cerr << "dlaunch: warning: cannot write the summary: " << problem << std::endl;
+    said_ = true;
+  }
 }
 
 }  // namespace dlaunch::launcher

@@ -1,21 +1,22 @@
-// What dlaunch tells people after an attempt: the root-cause block and summary.json.
+// What dlaunch tells people about an attempt: the root-cause block and summary.json.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/base/format.h"
+#include "core/run_dir/summary_file.h"
 #include "launcher/rendezvous/node_roster.h"
 #include "launcher/supervision/supervisor.h"
 
 namespace dlaunch::launcher {
 
-// "SIGKILL" for 9; "signal 64" for names it does not know.
-std::string SignalName(int sig);
+using base::SignalName;  // "SIGKILL" for 9; "signal 64" for names it does not know
 
-// A rank's or node's state in summary.json.
-enum class RunState { kRunning, kOk, kFailed, kKilled, kLost, kUnknown };
-// "running", "ok", "failed", "killed" (by the teardown), "lost", "unknown".
-const char* RunStateName(RunState state);
+// A rank's or node's state in summary.json: running, ok, failed, killed (by the teardown), lost,
+// unknown.
+using RunState = rundir::RankStatus;
+inline const char* RunStateName(RunState state) { return rundir::RankStatusName(state); }
 // A rank of this node: running until it exited, then ok, failed, or killed by the teardown.
 RunState StateOf(const RankOutcome& outcome);
 
@@ -36,10 +37,44 @@ struct SummaryInfo {
   int restarts = 0;
   std::string error;            // the root cause or stop reason, one line
   std::vector<NodeView> nodes;  // multi-node, on node 0: every node and its ranks' outcomes
+  std::vector<std::string> truncated_logs;  // logs cut short by a full disk
 };
 
-// Writes summary.json atomically.
-void WriteSummary(const std::string& path, const SummaryInfo& info,
-                  const std::vector<RankOutcome>& ranks);
+// summary.json as the launcher keeps it from the moment the ranks start: rewritten atomically on
+// every change. A full disk must not lose it: the constructor reserves a little room beside it,
+// given back when a write fails for lack of space; when even that does not help, the summary
+// goes to a second place ($TMPDIR/dlaunch-summary-<run-id>/), said once on stderr.
+class SummaryWriter {
+ public:
+  static constexpr size_t kReserveBytes = 1 << 20;
+
+  explicit SummaryWriter(std::string path);
+  // Removes the reserve (the summary itself stays).
+  ~SummaryWriter();
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+
+  // At the end of an attempt. Blocks for the write and its fsync; never throws (a failure is
+  // said once on stderr).
+  void Write(const SummaryInfo& info, const std::vector<RankOutcome>& ranks);
+  // While an attempt runs: the ranks as they stand, exit code -1 and, once the teardown began,
+  // its reason.
+  void WriteProgress(const SummaryInfo& info, int attempt, const AttemptResult& progress);
+  // Where the last write went: the path given, or the fallback.
+  const std::string& written_path() const { return written_; }
+
+ private:
+  // final: the attempt's end, which may take the reserved room.
+  void WriteText(const std::string& text, bool final);
+
+  std::string path_;
+  std::string reserve_;
+  std::string written_;
+  bool said_ = false;
+  bool wrote_ = false;  // a summary exists somewhere
+};
+
+// The summary.json document of this node's ranks (and, on node 0 of several, every node's).
+rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutcome>& ranks);
 
 }  // namespace dlaunch::launcher

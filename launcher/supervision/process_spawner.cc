@@ -45,14 +45,16 @@ class ForkExecSpawner : public ProcessSpawner {
     if (pid == 0) {
       // Only async-signal-safe calls from here to execve: the launcher has other threads.
       ::setpgid(0, 0);
+      if (spec.cgroup_procs_fd >= 0) (void)!::write(spec.cgroup_procs_fd, "0", 1);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took hold
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD}) {
         ::signal(sig, SIG_DFL);
       }
+      for (int sig : spec.ignored_signals) ::signal(sig, SIG_IGN);
       int devnull = ::open("/dev/null", O_RDONLY);
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out[1].get(), 1);

@@ -15,6 +15,11 @@ struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute or relative path, not looked up
   std::vector<std::string> env;   // the whole environment, KEY=VAL
   std::vector<int> cpus;          // CPU affinity (launcher/supervision/placement.h); empty: inherit
+  // Signals the program starts with ignored (SIG_IGN survives exec): the built-in ranks take
+  // SIGUSR1 and SIGUSR2 this way until their own handlers are in place.
+  std::vector<int> ignored_signals;
+  // When >= 0, an open cgroup.procs: the child joins that cgroup (writes "0") before exec.
+  int cgroup_procs_fd = -1;
 };
 
 struct SpawnedProcess {

@@ -10,9 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
+#include "core/base/format.h"
 #include "core/error.h"
 #include "core/telemetry.h"
 #include "launcher/supervision/log_capture.h"
@@ -20,16 +23,19 @@
 namespace dlaunch::launcher {
 namespace {
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+constexpr int kForwardable[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 // How long a rank's death by SIGTERM/SIGINT/SIGHUP waits for the same signal to the launcher.
 constexpr int kOwnSignalWaitMs = 200;
 
-sigset_t ForwardedSet() {
+sigset_t ForwardableSet() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : kForwarded) sigaddset(&set, s);
+  for (int s : kForwardable) sigaddset(&set, s);
   return set;
 }
+
+// The ones HandleSignals chose; process-wide, like the signal dispositions they stand for.
+sigset_t g_handled = ForwardableSet();
 
 // Event sources are told apart by the tag in epoll_data.u64: kind in the high bits, rank index
 // in the low ones.
@@ -69,9 +75,18 @@ UniqueFd Checked(int fd, const char* what) {
 struct Stream {
   UniqueFd* pipe = nullptr;  // into the rank's SpawnedProcess
   UniqueFd log;
+  std::string log_name;  // "rank1/stdout.log"
+  uint64_t logged = 0;   // bytes in the log
+  int log_errno = 0;     // why the log was cut short; 0 while it is whole
   LineSplitter lines;
   bool is_err = false;
 };
+
+// "rank1/stdout.log" of "<run dir>/rank1" and "stdout.log".
+std::string LogName(const std::string& rank_dir, const char* file) {
+  const size_t slash = rank_dir.find_last_of('/');
+  return (slash == std::string::npos ? rank_dir : rank_dir.substr(slash + 1)) + "/" + file;
+}
 
 struct Rank {
   const RankSpec* spec = nullptr;
@@ -94,7 +109,7 @@ class Supervisor::Attempt {
         grace_fd_(
             Checked(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK), "timerfd")),
         ranks_(specs.size()) {
-    sigset_t sigs = ForwardedSet();
+    sigset_t sigs = g_handled;
     sig_fd_ = Checked(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
     Watch(sig_fd_.get(), Tag(kSignal));
     Watch(sup_.stop_fd_.get(), Tag(kStop));
@@ -123,12 +138,38 @@ class Supervisor::Attempt {
       int n = ::epoll_wait(ep_.get(), events, 32, -1);
       if (n < 0 && errno == EINTR) continue;
       for (int e = 0; e < n; ++e) Dispatch(events[e].data.u64);
+      if (changed_) Changed();
     }
+  }
+
+  // Tells on_change how the attempt stands now.
+  void Changed() {
+    changed_ = false;
+    if (!sup_.on_change) return;
+    AttemptResult progress = result_;
+    for (const auto& r : ranks_) progress.ranks.push_back(r.outcome);
+    sup_.on_change(progress);
   }
 
   // The outcomes; the pipes a grandchild may still hold are closed here, not waited for.
   AttemptResult Finish() {
     for (auto& r : ranks_) result_.ranks.push_back(r.outcome);
+    std::string cut;
+    for (auto& r : ranks_) {
+      for (const Stream* st : {&r.out, &r.err}) {
+        if (st->log_errno == 0) continue;
+        result_.truncated_logs.push_back(st->log_name);
+        cut += (cut.empty() ? "" : ", ") + st->log_name + " at " + std::to_string(st->logged) +
+               " bytes (" + std::strerror(st->log_errno) + ")";
+      }
+    }
+    if (!cut.empty()) {
+      // Said once, after the attempt: the output itself went on to the console.
+      const std::string& dir = ranks_.front().spec->rank_dir;
+      WriteAll(sup_.options_.console_err, "dlaunch: logs cut short under " +
+                                              dir.substr(0, dir.find_last_of('/')) + ": " + cut +
+                                              "; the output after that was not logged\n");
+    }
     return std::move(result_);
   }
 
@@ -148,11 +189,17 @@ class Supervisor::Attempt {
     r.console = !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank));
     r.out.log = OpenLog(spec.rank_dir + "/stdout.log");
     r.err.log = OpenLog(spec.rank_dir + "/stderr.log");
+    r.out.log_name = LogName(spec.rank_dir, "stdout.log");
+    r.err.log_name = LogName(spec.rank_dir, "stderr.log");
     r.err.is_err = true;
     r.outcome.rank = spec.rank;
     r.outcome.local_rank = spec.local_rank;
     r.outcome.start_unix_ms = core::UnixMillis();
-    r.proc = sup_.spawner_->Spawn(spec.process);
+    UniqueFd cgroup = sup_.janitor_->PrepareRank(spec.rank);
+    ProcessSpec process = spec.process;
+    process.cgroup_procs_fd = cgroup.get();
+    r.proc = sup_.spawner_->Spawn(process);
+    sup_.janitor_->RankStarted(r.proc.pid);
     r.out.pipe = &r.proc.stdout_fd;
     r.err.pipe = &r.proc.stderr_fd;
     r.outcome.pid = r.proc.pid;
@@ -181,10 +228,19 @@ class Supervisor::Attempt {
         break;
       case kStop: {
         DrainCounter(sup_.stop_fd_.get());
-        std::lock_guard<std::mutex> lock(sup_.stop_mu_);
-        result_.stop_code = sup_.stop_code_;
-        result_.stop_reason = sup_.stop_reason_;
+        std::vector<int> kill_now;
+        {
+          std::lock_guard<std::mutex> lock(sup_.stop_mu_);
+          result_.stop_code = sup_.stop_code_;
+          result_.stop_reason = sup_.stop_reason_;
+          kill_now = sup_.stop_kill_now_;
+        }
         BeginTeardown();
+        for (auto& r : ranks_) {
+          const bool now =
+              std::find(kill_now.begin(), kill_now.end(), r.spec->rank) != kill_now.end();
+          if (now && r.running()) sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+        }
         break;
       }
       case kTick:
@@ -213,7 +269,7 @@ class Supervisor::Attempt {
         open = false;
         break;
       }
-      WriteAll(s.log.get(), std::string_view(buf, n));
+      Log(s, std::string_view(buf, n));
       s.lines.Feed(std::string_view(buf, n), &lines);
     }
     if (!open || r.outcome.exited) {
@@ -229,6 +285,22 @@ class Supervisor::Attempt {
     if (!open) {
       Unwatch(s.pipe->get());
       s.pipe->reset();
+    }
+  }
+
+  // Appends to the stream's log until a write fails (a full disk): from then on the log stays as
+  // it is, whole lines or not, and Finish names it.
+  void Log(Stream& s, std::string_view data) {
+    if (s.log_errno != 0) return;
+    while (!data.empty()) {
+      const ssize_t n = ::write(s.log.get(), data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        s.log_errno = n < 0 ? errno : ENOSPC;
+        return;
+      }
+      s.logged += static_cast<uint64_t>(n);
+      data.remove_prefix(static_cast<size_t>(n));
     }
   }
 
@@ -248,9 +320,12 @@ class Supervisor::Attempt {
     Pump(i, r.out);
     Pump(i, r.err);
     --running_;
+    changed_ = true;
     sup_.MarkExited(i);
-    // The rank's own children (a shell pipeline, python workers) go with it.
+    // The rank's own children (a shell pipeline, python workers) go with it: its process group,
+    // and its cgroup, which also holds those that left the group.
     sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
+    sup_.janitor_->RankExited(r.spec->rank, r.proc.pid);
     // A scheduler signals every process of the job at once (scancel): a rank ended by SIGTERM,
     // SIGINT or SIGHUP before the launcher saw its own copy is an interruption, not a failure.
     const int sig = r.outcome.signal;
@@ -271,6 +346,7 @@ class Supervisor::Attempt {
     while (::read(sig_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGUSR1 || sig == SIGUSR2) {
+        // Forwarded only: a built-in `train` rank takes SIGUSR1 as "checkpoint now, go on".
         KillAll(sig);
         continue;
       }
@@ -289,12 +365,15 @@ class Supervisor::Attempt {
   }
 
   // Sends `sig` (SIGTERM, or the signal that interrupted dlaunch) to every rank still running,
-  // and SIGKILL after the grace period.
+  // and SIGKILL after the grace period. SIGCONT follows `sig`: a stopped rank would otherwise
+  // hold its SIGTERM, and the teardown, for the whole grace period.
   void TearDown(int sig) {
     tearing_down_ = true;
+    changed_ = true;
     for (auto& r : ranks_)
       if (r.running()) r.outcome.torn_down = true;
     KillAll(sig);
+    KillAll(SIGCONT);
     ArmTimer(grace_fd_.get(), sup_.options_.grace_period, std::chrono::milliseconds(0));
   }
 
@@ -308,14 +387,44 @@ class Supervisor::Attempt {
   std::vector<Rank> ranks_;
   size_t running_ = 0;
   bool tearing_down_ = false;
+  bool changed_ = false;  // since on_change was last called
   int interrupts_ = 0;
   AttemptResult result_;
 };
 
 void BlockForwardedSignals() {
-  sigset_t set = ForwardedSet();
+  sigset_t set = ForwardableSet();
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
+
+std::vector<int> ParseSignalList(const std::string& list) {
+  std::vector<int> signals;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (name.empty()) continue;
+    const int sig = base::SignalNumber(name);
+    if (std::find(std::begin(kForwardable), std::end(kForwardable), sig) ==
+        std::end(kForwardable)) {
+      throw UsageError("--signals-to-handle: cannot handle '" + name + "' (choose from " +
+                       kDefaultHandledSignals + ")");
+    }
+    signals.push_back(sig);
+  }
+  return signals;
+}
+
+void HandleSignals(const std::vector<int>& signals) {
+  sigemptyset(&g_handled);
+  for (int s : signals) sigaddset(&g_handled, s);
+  sigset_t others;
+  sigemptyset(&others);
+  for (int s : kForwardable)
+    if (!sigismember(&g_handled, s)) sigaddset(&others, s);
+  ::pthread_sigmask(SIG_UNBLOCK, &others, nullptr);
 }
 
 Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)
@@ -323,12 +432,13 @@ Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)
       options_(std::move(options)),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-void Supervisor::RequestStop(int exit_code, const std::string& reason) {
+void Supervisor::RequestStop(int exit_code, const std::string& reason, std::vector<int> kill_now) {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     if (stop_code_) return;
     stop_code_ = exit_code;
     stop_reason_ = reason;
+    stop_kill_now_ = std::move(kill_now);
   }
   uint64_t one = 1;
   (void)!::write(stop_fd_.get(), &one, sizeof(one));
@@ -359,14 +469,17 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_code_.reset();
     stop_reason_.clear();
+    stop_kill_now_.clear();
     DrainCounter(stop_fd_.get());
   }
   {
     std::lock_guard<std::mutex> lock(live_mu_);
     live_.assign(specs.size(), LiveRank{0, -1, 0, false});
   }
+  if (!janitor_) janitor_ = std::make_unique<RankJanitor>();
   Attempt attempt(*this, specs);
   attempt.StartAll();
+  attempt.Changed();
   attempt.Loop();
   return attempt.Finish();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "launcher/supervision/process_spawner.h"
+#include "launcher/supervision/rank_janitor.h"
 #include "launcher/supervision/unique_fd.h"
 
 namespace dlaunch::launcher {
@@ -45,6 +46,9 @@ struct AttemptResult {
   int interrupted_by = 0;               // the signal that stopped dlaunch, if any
   std::optional<int> stop_code;         // set by RequestStop
   std::string stop_reason;
+  // Logs a full disk (or another write error) cut short, as "rank1/stdout.log". The rank's output
+  // still reached the console; the job's outcome does not change.
+  std::vector<std::string> truncated_logs;
 };
 
 struct SupervisorOptions {
@@ -60,6 +64,17 @@ struct SupervisorOptions {
 // (call this first in main) so that the supervisor's signalfd receives them.
 void BlockForwardedSignals();
 
+// The signals dlaunch can catch and forward (torchrun's --signals-to-handle), by default all of
+// them: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded and end the job (exit 128+n); SIGUSR1
+// and SIGUSR2 are forwarded only, and the job goes on.
+inline constexpr char kDefaultHandledSignals[] = "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2";
+// "SIGTERM,INT,USR1" -> the signal numbers; throws UsageError naming one it cannot handle.
+std::vector<int> ParseSignalList(const std::string& list);
+// From now on only `signals` are caught and forwarded; the other forwardable ones take their
+// default action on dlaunch again (SIGUSR1 ends it, and its ranks with it). Call before any
+// thread starts, after BlockForwardedSignals.
+void HandleSignals(const std::vector<int>& signals);
+
 class Supervisor {
  public:
   Supervisor(ProcessSpawner* spawner, SupervisorOptions options);
@@ -68,11 +83,17 @@ class Supervisor {
   // started (the ranks already started are killed first).
   AttemptResult Run(const std::vector<RankSpec>& ranks);
 
-  // Thread-safe, does not block: ends the attempt as a failure with `exit_code`.
-  void RequestStop(int exit_code, const std::string& reason);
+  // Thread-safe, does not block: ends the attempt as a failure with `exit_code`. The ranks in
+  // `kill_now` (found stopped or hung, their stacks already taken) get SIGKILL at once instead of
+  // SIGTERM and the grace period.
+  void RequestStop(int exit_code, const std::string& reason, std::vector<int> kill_now = {});
 
   // Called on the loop thread every `tick` while the attempt runs; must not block for long.
   std::function<void()> on_tick;
+  // Called on the loop thread when the attempt's picture changes: once every rank started, when
+  // a rank exits, when the teardown begins. `progress.ranks` holds every rank as it stands. Must
+  // not block for long (a small file rewrite).
+  std::function<void(const AttemptResult& progress)> on_change;
 
   // Thread-safe: per rank (by index), the pid and the time of its last output line.
   struct LiveRank {
@@ -93,10 +114,12 @@ class Supervisor {
 
   ProcessSpawner* spawner_;
   SupervisorOptions options_;
+  std::unique_ptr<RankJanitor> janitor_;  // from the first Run on
   UniqueFd stop_fd_;
   std::mutex stop_mu_;
   std::optional<int> stop_code_;
   std::string stop_reason_;
+  std::vector<int> stop_kill_now_;
   mutable std::mutex live_mu_;
   std::vector<LiveRank> live_;
 };

@@ -56,19 +56,6 @@ class LauncherTest : public ::testing::Test {
     for (const auto& l : ReadLines(p)) env[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
     return env;
   }
-  // pids of the ranks, from their "ready PID" lines (the console prefixes "[rank R] ")
-  static std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
-    std::map<int, pid_t> pids;
-    std::regex re(R"(\[rank (\d+)\] ready (\d+))");
-    std::smatch m;
-    for (const auto& l : lines)
-      if (std::regex_match(l, m, re)) pids[std::stoi(m[1])] = std::stoi(m[2]);
-    return pids;
-  }
-  static auto ReadyCount(size_t n) {
-    return [n](const std::vector<std::string>& lines) { return ReadyPids(lines).size() >= n; };
-  }
-
   fs::path dir_;
 };
 
@@ -162,25 +149,13 @@ TEST_F(LauncherTest, FailingRankGetsRootCauseWithItsStderr) {
 TEST_F(LauncherTest, NoRankOutlivesASigkilledLauncher) {
   Launched l(Cmd({"--nproc", "4", TEST_RANK_BIN, "sleep"}));
   ASSERT_TRUE(l.WaitFor(ReadyCount(4), seconds(30)));
-  std::vector<pollfd> fds;
-  for (auto [rank, pid] : ReadyPids(l.out_lines)) {
-    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    ASSERT_GE(fd, 0);
-    fds.push_back({fd, POLLIN, 0});
-  }
+  std::vector<pid_t> pids;
+  for (auto [rank, pid] : ReadyPids(l.out_lines)) pids.push_back(pid);
+  ExitWatch ranks(pids);
+  ASSERT_EQ(ranks.watched(), 4u);
   ASSERT_EQ(::kill(l.pid(), SIGKILL), 0);
   // Every rank must be gone within 1 s: each pidfd becomes readable when its process exits.
-  const auto deadline = std::chrono::steady_clock::now() + seconds(1);
-  size_t gone = 0;
-  while (gone < fds.size()) {
-    auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || ::poll(fds.data(), fds.size(), left.count()) <= 0) break;
-    gone = 0;
-    for (auto& p : fds) gone += (p.revents & POLLIN) ? 1 : 0;
-  }
-  EXPECT_EQ(gone, fds.size());
-  for (auto& p : fds) ::close(p.fd);
+  EXPECT_TRUE(ranks.AllExit(seconds(1)));
 }
 
 TEST_F(LauncherTest, SignalsAreForwardedToEveryRank) {

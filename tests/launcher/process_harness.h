@@ -4,11 +4,14 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -114,5 +117,54 @@ class Launched {
   bool reaped_ = false;
   int code_ = -1;
 };
+
+// Watches processes exit through their pidfds, opened when constructed (before a kill, so a pid
+// reused later is never mistaken for one of them). A process already gone counts as exited.
+class ExitWatch {
+ public:
+  template <typename Pids>
+  explicit ExitWatch(const Pids& pids) {
+    for (pid_t pid : pids) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (fd >= 0) fds_.push_back({fd, POLLIN, 0});
+    }
+  }
+  ~ExitWatch() {
+    for (auto& p : fds_) ::close(p.fd);
+  }
+  ExitWatch(const ExitWatch&) = delete;
+  ExitWatch& operator=(const ExitWatch&) = delete;
+
+  size_t watched() const { return fds_.size(); }
+  // Blocks until every watched process has exited, at most `timeout`.
+  bool AllExit(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t gone = 0;
+    while (gone < fds_.size()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || ::poll(fds_.data(), fds_.size(), left.count()) <= 0) break;
+      gone = 0;
+      for (auto& p : fds_) gone += (p.revents & POLLIN) ? 1 : 0;
+    }
+    return gone == fds_.size();
+  }
+
+ private:
+  std::vector<pollfd> fds_;
+};
+
+// pids of the ranks, from their "ready PID" console lines (the console prefixes "[rank R] ").
+inline std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
+  std::map<int, pid_t> pids;
+  std::regex re(R"(\[rank (\d+)\] ready (\d+).*)");
+  std::smatch m;
+  for (const auto& l : lines)
+    if (std::regex_match(l, m, re)) pids[std::stoi(m[1])] = std::stoi(m[2]);
+  return pids;
+}
+inline auto ReadyCount(size_t n) {
+  return [n](const std::vector<std::string>& lines) { return ReadyPids(lines).size() >= n; };
+}
 
 }  // namespace dlaunch::testing
