@@ -354,6 +354,9 @@ int main(int argc, char** argv) {
   options.dump_wait = std::chrono::milliseconds(2000);
   options.stack_timeout = std::chrono::seconds(10);
   options.write_files = true;
+  // The launcher's --hang-on-silence: the unlinked fault is a program with neither libdlaunch nor
+  // the Python agent, whose silence counts only when asked for.
+  options.silence_is_hang = true;
   std::string only, out_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
