@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/comm/comm_options.h"
+#include "core/error.h"
 #include "core/store.h"
 #include "tests/preflight/nccl_parsers.h"
 #include "worker/preflight/preflight.h"
@@ -331,6 +332,39 @@ TEST(PreflightSuiteTest, AllToAllVIsCorrectAtSeveralWorldSizes) {
       EXPECT_EQ(0, doc["bandwidth"][0]["out_of_bounds"]);
     }
   }
+}
+
+// The Communicator calls behind alltoallv, -G and -R, on gloo: bad split counts are refused by the
+// shared call check, and gloo names itself when asked for graphs or registered buffers.
+TEST(PreflightSuiteTest, GlooAnswersAllToAllVGraphsAndRegistrationPlainly) {
+  core::CommOptions o;
+  o.backend = "gloo";
+  auto comm = core::MakeCommunicator(o);
+  auto mem = comm->Allocate(64 * sizeof(float));
+  core::Buffer buf = comm->MakeBuffer(mem.get(), 64, core::DataType::kFloat32);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(ErrorKind::kInvalidArgument, e.kind());
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(std::string::npos,
+            message([&] { comm->AllToAllV(buf, {60}, buf, {64}); })
+                .find("gloo alltoallv input counts add up to 60 elements but the input buffer "
+                      "holds 64"));
+  EXPECT_NE(std::string::npos, message([&] {
+                                 comm->AllToAllV(buf, {32, 32}, buf, {64});
+                               }).find("needs one input count per rank (got 2"));
+  comm->AllToAllV(buf, {64}, buf, {64})->Wait(std::chrono::seconds(10));
+  EXPECT_NE(std::string::npos,
+            message([&] { comm->Capture([] {}); }).find("the gloo communicator cannot capture"));
+  EXPECT_NE(std::string::npos, message([&] {
+                                 comm->AllocateRegistered(64, core::BufferRegistration::kLocal);
+                               }).find("the gloo communicator cannot register buffers"));
+  EXPECT_NE(nullptr, comm->AllocateRegistered(64, core::BufferRegistration::kNone));
 }
 
 // -G and -R need the NCCL communicator: with --backend auto on a host without a GPU the ranks
