@@ -11,18 +11,10 @@ times averaged over ranks, algbw = bytes a rank sends / time, busbw = algbw x (1
 The received data is checked against the rule once per size (a wrong element raises).
 """
 
-import argparse
-import json
-import time
-
 import torch
 import torch.distributed as dist
 
-
-def parse_size(text):
-    text = text.upper().rstrip("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text[:-1] if mult != 1 else text) * mult
+from torch_allreduce import seconds_per_op, sweep_args, write_rows
 
 
 def block(unit, src, dst, n):
@@ -30,22 +22,10 @@ def block(unit, src, dst, n):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("-b", "--minbytes", default="4K")
-    p.add_argument("-e", "--maxbytes", default="16M")
-    p.add_argument("-f", "--stepfactor", type=int, default=4)
-    p.add_argument("-w", "--warmup_iters", type=int, default=5)
-    p.add_argument("-n", "--iters", type=int, default=20)
-    p.add_argument("--out", required=True)
-    args = p.parse_args()
-
+    args, sizes = sweep_args(minbytes="4K", maxbytes="16M", stepfactor=4)
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
     units = n * (n + 1) // 2
-    sizes, s = [], parse_size(args.minbytes)
-    while s <= parse_size(args.maxbytes):
-        sizes.append(s)
-        s *= args.stepfactor
     rows = []
     for size in sizes:
         unit = (size // 4 // units) & ~3
@@ -62,22 +42,12 @@ def main():
             want.append(torch.arange(start, start + recv[q], dtype=torch.float32) + q * count)
         if count and not torch.equal(dst, torch.cat(want)):
             raise SystemExit(f"rank {rank}: all_to_all_single result differs at {size} B")
-        for _ in range(args.warmup_iters):
-            dist.all_to_all_single(dst, src, recv, send)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            dist.all_to_all_single(dst, src, recv, send)
-        seconds = (time.perf_counter() - t0) / args.iters
-        avg = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(avg)
-        seconds = avg.item() / n
+        seconds = seconds_per_op(lambda: dist.all_to_all_single(dst, src, recv, send), args, n)
         algbw = count * 4 / 1e9 / seconds
         rows.append({"size": count * 4, "count": count, "time_us": seconds * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * (1 - 2 / (n * (n + 1)))})
     if rank == 0:
-        with open(args.out, "w") as f:
-            json.dump({"world_size": n, "torch": torch.__version__, "rows": rows}, f, indent=1)
+        write_rows(args.out, n, rows)
     dist.destroy_process_group()
 
 
