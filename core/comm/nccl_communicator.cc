@@ -646,7 +646,8 @@ std::shared_ptr<void> NcclCommunicator::AllocateRegistered(size_t bytes, BufferR
   int runtime = 0;
   DLAUNCH_NCCL_CHECK(ncclGetVersion(&runtime), nullptr);
   if (std::string why = RegistrationRefusal(reg, NCCL_VERSION_CODE, runtime); !why.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank_) + ": " + why);
+    // What the user asked for (-R) cannot be had here: bad input, as a usage error.
+    throw UsageError("rank " + std::to_string(rank_) + ": " + why);
   }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
   const std::string what = "rank " + std::to_string(rank_) + ": nccl " + RegistrationName(reg) +

@@ -63,8 +63,8 @@ class NcclCommunicator : public Communicator {
   void CopyIn(Buffer dst, const void* host) override;
   void CopyOut(void* host, Buffer src) override;
   // ncclMemAlloc'ed memory, rounded up to NCCL's window alignment; kLocal ncclCommRegister's it,
-  // kSymmetric ncclCommWindowRegister's it (collective). Throws
-  // Error(kInvalidArgument) when the NCCL built against or loaded is too old (nccl_plan.h).
+  // kSymmetric ncclCommWindowRegister's it (collective). Throws UsageError when the NCCL
+  // built against or loaded is too old (nccl_plan.h).
   std::shared_ptr<void> AllocateRegistered(size_t bytes, BufferRegistration reg) override;
 
  private:
