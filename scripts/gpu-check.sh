@@ -16,6 +16,7 @@
 #                since the GPU machine may not have NCCL); 0 leaves it out, and `run` then looks
 #                for it on the GPU machine (system paths, pip's nvidia-nccl-cu* package).
 #   MAXBYTES     largest preflight size on the GPU (default 1G)
+#   FLAG_MAXBYTES  largest size of the -G and -R preflights (default 256M)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +29,7 @@ BUNDLE_DIR="${BUNDLE_DIR:-$BUILD_DIR/bundle}"
 OUT_DIR="${OUT_DIR:-$BUNDLE_DIR/out}"
 BUNDLE_NCCL="${BUNDLE_NCCL:-1}"
 MAXBYTES="${MAXBYTES:-1G}"
+FLAG_MAXBYTES="${FLAG_MAXBYTES:-256M}"
 CUDA_LIB="${CUDA_LIB:-/usr/local/cuda/lib64}"
 
 log() { echo "gpu-check: $*" >&2; }
@@ -35,7 +37,8 @@ log() { echo "gpu-check: $*" >&2; }
 build() {
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDLAUNCH_WITH_TORCH=OFF \
     -DDLAUNCH_WITH_NCCL=ON
-  cmake --build "$BUILD_DIR" --target dlaunch dlaunch-worker comm_tests -j"$(nproc)"
+  cmake --build "$BUILD_DIR" --target dlaunch dlaunch-worker comm_tests preflight_gpu_tests \
+    -j"$(nproc)"
 }
 
 # Libraries every Linux has (glibc, the loader) and the driver's libcuda, which must come from
@@ -51,7 +54,8 @@ is_system_lib() {
 
 bundle() {
   local bins=("$BUILD_DIR/launcher/dlaunch" "$BUILD_DIR/worker/dlaunch-worker"
-    "$BUILD_DIR/tests/comm/comm_tests" "$BUILD_DIR/tests/doctor/dlaunch_doctor_test")
+    "$BUILD_DIR/tests/comm/comm_tests" "$BUILD_DIR/tests/doctor/dlaunch_doctor_test"
+    "$BUILD_DIR/tests/preflight/preflight_gpu_tests")
   rm -rf "$BUNDLE_DIR"
   mkdir -p "$BUNDLE_DIR/bin" "$BUNDLE_DIR/lib"
   for bin in "${bins[@]}"; do
@@ -98,7 +102,10 @@ ring2 = 2.0 * (n - 1) / n
 ring1 = (n - 1) / n
 rule = {"allreduce": (1, ring2), "allgather": (n, ring1), "reduce_scatter": (n, ring1),
         "broadcast": (1, 1.0), "reduce": (1, 1.0), "alltoall": (n, ring1),
-        "gather": (n, ring1), "scatter": (n, ring1), "sendrecv": (1, 1.0)}
+        "gather": (n, ring1), "scatter": (n, ring1), "sendrecv": (1, 1.0),
+        # dlaunch's alltoallv (no nccl-tests program): count = elements a rank sends, busbw the
+        # share that leaves the rank, 1 - 2 / (n (n + 1)).
+        "alltoallv": (1, 1 - 2.0 / (n * (n + 1)))}
 bad = checked = 0
 for op in doc["bandwidth"]:
     if "skipped" in op:
@@ -151,36 +158,54 @@ run() {
 
   # 1. The NCCL communicator: allreduce on the device, and the watchdog aborting a communicator
   #    whose peer never arrives (the non-blocking init is polled and ncclCommAbort'ed on time).
-  log "1/4 comm_tests (NCCL)"
+  log "1/4 comm_tests (NCCL), preflight_gpu_tests (graph capture, -R 1/2, alltoallv, suite)"
   timeout 300 "$bin/comm_tests" --gtest_filter='Nccl*' 2>&1 | tee "$OUT_DIR/comm_tests.txt" || failed=1
+  timeout 300 "$bin/preflight_gpu_tests" 2>&1 | tee "$OUT_DIR/preflight_gpu_tests.txt" || failed=1
 
-  # 2. Preflight on NCCL, every op, both column groups (out-of-place and in-place), verified at
-  #    every size; world size 1, then one rank per GPU. The tables are kept as fixtures for
-  #    tests/preflight (fixtures/gpu/), and every row's busbw is checked against nccl-tests' formula.
-  local rc=0 world
+  # 2. Preflight on NCCL, every op (nccl-tests' eight, reduce, gather and scatter included, and
+  #    alltoallv), both column groups (out-of-place and in-place), verified at every size; world
+  #    size 1, then one rank per GPU. Then the same with nccl-tests' -G 2 (the timed iterations
+  #    captured into a CUDA graph launched twice), -R 1 (ncclCommRegister'ed buffers) and -R 2
+  #    (symmetric windows). The plain tables are kept as fixtures for tests/preflight
+  #    (fixtures/gpu/), and every row's busbw is checked against nccl-tests' formula.
+  local rc=0 world variant
   for world in 1 "$gpus"; do
     [[ "$world" -ge 1 ]] || continue
-    log "2/4 dlaunch --nproc $world preflight --backend nccl (every op)"
-    rc=0
-    timeout 600 "$bin/dlaunch" --nproc "$world" --skip-doctor --log-dir "$OUT_DIR/logs" \
-      --run-id "nccl-preflight-$world" \
-      preflight --backend nccl -b 8 -e "$MAXBYTES" -f 2 -w 5 -n 20 -T 60 --no-hang-test \
-      2>&1 | tee "$OUT_DIR/preflight-$world.txt" || rc=$?
-    log "preflight --nproc $world exit code $rc (want 0)"
-    [[ "$rc" -eq 0 ]] || failed=1
-    local run="$OUT_DIR/logs/nccl-preflight-$world"
-    if [[ -f "$run/preflight.json" ]]; then
-      check_busbw "$run/preflight.json" 2>&1 | tee "$OUT_DIR/busbw-check-$world.txt" || failed=1
+    for variant in plain G2 R1 R2; do
+      local id="nccl-preflight-$world" flags=() maxbytes="$MAXBYTES"
+      case "$variant" in
+        G2) flags=(-G 2) ;;
+        R1) flags=(-R 1) ;;
+        R2) flags=(-R 2) ;;
+      esac
+      if [[ "$variant" != plain ]]; then
+        id="nccl-preflight-$world-$variant"
+        maxbytes="$FLAG_MAXBYTES"
+      fi
+      log "2/4 dlaunch --nproc $world preflight --backend nccl ${flags[*]} (every op)"
+      rc=0
+      timeout 600 "$bin/dlaunch" --nproc "$world" --skip-doctor --log-dir "$OUT_DIR/logs" \
+        --run-id "$id" \
+        preflight --backend nccl -b 8 -e "$maxbytes" -f 2 -w 5 -n 20 -T 60 --no-hang-test \
+        "${flags[@]}" 2>&1 | tee "$OUT_DIR/preflight-$world-$variant.txt" || rc=$?
+      log "preflight --nproc $world ${flags[*]} exit code $rc (want 0)"
+      [[ "$rc" -eq 0 ]] || failed=1
+      local run="$OUT_DIR/logs/$id"
+      if [[ ! -f "$run/preflight.json" ]]; then
+        log "no preflight.json from --nproc $world ${flags[*]}"
+        failed=1
+        continue
+      fi
+      check_busbw "$run/preflight.json" 2>&1 | tee "$OUT_DIR/busbw-check-$world-$variant.txt" ||
+        failed=1
+      [[ "$variant" == plain ]] || continue
       cp "$run/rank0/stdout.log" "$OUT_DIR/nccl_preflight_${world}ranks.txt"
       # The real NCCL INFO log of every rank (preflight turns it on by default), kept as a
       # fixture for tests/nccl_log, with what `dlaunch diagnose --nccl-log` makes of it.
       cat "$run"/rank*/nccl.log > "$OUT_DIR/nccl_info_${world}ranks.log" 2>/dev/null || true
       "$bin/dlaunch" diagnose --nccl-log "$run"/rank*/nccl.log \
         > "$OUT_DIR/nccl_log_analysis_${world}ranks.txt" 2>&1 || failed=1
-    else
-      log "no preflight.json from --nproc $world"
-      failed=1
-    fi
+    done
     [[ "$gpus" -ge 2 ]] || break
   done
   log "fixtures for tests/preflight/fixtures/gpu/: $OUT_DIR/nccl_preflight_*ranks.txt"

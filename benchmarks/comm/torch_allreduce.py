@@ -21,42 +21,56 @@ def parse_size(text):
     return int(text[:-1] if mult != 1 else text) * mult
 
 
-def main():
+def sweep_args(minbytes="8", maxbytes="64M", stepfactor=2):
+    """nccl-tests' -b -e -f -w -n and --out, parsed, and the sizes they visit."""
     p = argparse.ArgumentParser()
-    p.add_argument("-b", "--minbytes", default="8")
-    p.add_argument("-e", "--maxbytes", default="64M")
-    p.add_argument("-f", "--stepfactor", type=int, default=2)
+    p.add_argument("-b", "--minbytes", default=minbytes)
+    p.add_argument("-e", "--maxbytes", default=maxbytes)
+    p.add_argument("-f", "--stepfactor", type=int, default=stepfactor)
     p.add_argument("-w", "--warmup_iters", type=int, default=5)
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("--out", required=True)
     args = p.parse_args()
-
-    dist.init_process_group("gloo")
-    rank, n = dist.get_rank(), dist.get_world_size()
     sizes, s = [], parse_size(args.minbytes)
     while s <= parse_size(args.maxbytes):
         sizes.append(s)
         s *= args.stepfactor
+    return args, sizes
+
+
+def seconds_per_op(op, args, n):
+    """-w untimed calls, then -n timed ones; the time per call, averaged over the n ranks."""
+    for _ in range(args.warmup_iters):
+        op()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        op()
+    seconds = (time.perf_counter() - t0) / args.iters
+    avg = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(avg)
+    return avg.item() / n
+
+
+def write_rows(path, n, rows):
+    with open(path, "w") as f:
+        json.dump({"world_size": n, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+def main():
+    args, sizes = sweep_args()
+    dist.init_process_group("gloo")
+    rank, n = dist.get_rank(), dist.get_world_size()
     rows = []
     for size in sizes:
         count = max(size // 4, 1)
         t = torch.ones(count, dtype=torch.float32)
-        for _ in range(args.warmup_iters):
-            dist.all_reduce(t)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            dist.all_reduce(t)
-        seconds = (time.perf_counter() - t0) / args.iters
-        avg = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(avg)
-        seconds = avg.item() / n
+        seconds = seconds_per_op(lambda: dist.all_reduce(t), args, n)
         algbw = count * 4 / 1e9 / seconds
         rows.append({"size": count * 4, "count": count, "time_us": seconds * 1e6,
                      "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (n - 1) / n})
     if rank == 0:
-        with open(args.out, "w") as f:
-            json.dump({"world_size": n, "torch": torch.__version__, "rows": rows}, f, indent=1)
+        write_rows(args.out, n, rows)
     dist.destroy_process_group()
 
 

@@ -63,6 +63,27 @@ void CallCheck::AllToAll(const core::Buffer& in, const core::Buffer& out) const 
   }
 }
 
+void CallCheck::AllToAllV(const core::Buffer& in, const std::vector<size_t>& in_counts,
+                          const core::Buffer& out, const std::vector<size_t>& out_counts) const {
+  SameType("alltoallv", in, out);
+  auto check = [&](const std::vector<size_t>& counts, const core::Buffer& buf, const char* side) {
+    if (counts.size() != static_cast<size_t>(size_)) {
+      Fail("alltoallv", std::string("needs one ") + side + " count per rank (got " +
+                            std::to_string(counts.size()) + " for world size " +
+                            std::to_string(size_) + ")");
+    }
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    if (total != buf.count) {
+      Fail("alltoallv", std::string(side) + " counts add up to " + std::to_string(total) +
+                            " elements but the " + side + " buffer holds " +
+                            std::to_string(buf.count));
+    }
+  };
+  check(in_counts, in, "input");
+  check(out_counts, out, "output");
+}
+
 void CallCheck::Alike(const char* op, const core::Buffer& in, const core::Buffer& out) const {
   SameType(op, in, out);
   if (in.count != out.count) {

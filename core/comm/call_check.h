@@ -2,6 +2,8 @@
 // rejects is rejected by every other (devices, null buffers, dtypes, element counts, peers, roots).
 #pragma once
 
+#include <vector>
+
 #include "core/comm/communicator.h"
 
 namespace dlaunch::core {
@@ -22,6 +24,9 @@ class CallCheck {
   void ReduceScatter(const core::Buffer& in, const core::Buffer& out) const;
   // in and out are alike and hold a multiple of size() elements.
   void AllToAll(const core::Buffer& in, const core::Buffer& out) const;
+  // One count per rank on each side, adding up to the buffer's count.
+  void AllToAllV(const core::Buffer& in, const std::vector<size_t>& in_counts,
+                 const core::Buffer& out, const std::vector<size_t>& out_counts) const;
   // Out-of-place allreduce, broadcast and reduce: out is like in (same dtype and count).
   void Alike(const char* op, const core::Buffer& in, const core::Buffer& out) const;
   // Gather: the root's out holds size() * in.count elements; scatter: the root's in holds

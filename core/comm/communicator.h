@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/store.h"
 
@@ -17,6 +19,9 @@ class FlightRecorder;
 enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8, kInt8 };
 enum class ReduceOp { kSum, kAvg, kMin, kMax, kProd };
 enum class DeviceType { kCpu, kCuda };
+// nccl-tests' -R: none, local registration of a buffer with the communicator (ncclCommRegister),
+// or a symmetric window every rank registers together (ncclMemAlloc + ncclCommWindowRegister).
+enum class BufferRegistration { kNone, kLocal, kSymmetric };
 
 size_t DataTypeSize(DataType dtype);
 const char* DataTypeName(DataType dtype);  // nccl-tests' names: float, double, half, bfloat16, ...
@@ -42,6 +47,16 @@ class Work {
   virtual void Wait(std::chrono::milliseconds timeout) = 0;
   // Does not block.
   virtual bool IsCompleted() = 0;
+};
+
+// Ops recorded once and replayed as a whole (nccl-tests' -G: a CUDA graph). Must not outlive the
+// communicator that recorded it.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  // Runs the recorded ops `times` times back to back; the work completes after the last run.
+  // Does not block.
+  virtual std::shared_ptr<Work> Launch(int times) = 0;
 };
 
 class Communicator {
@@ -84,6 +99,17 @@ class Communicator {
   virtual std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root);
   // Root's in holds size() * out.count elements; rank r receives block r.
   virtual std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root);
+  // PyTorch's all_to_all_single with split sizes: in holds size() consecutive blocks, block p
+  // (in_counts[p] elements) going to rank p; out receives rank p's block for us at the offset of
+  // out_counts[0..p). Every rank's in_counts[q] equals rank q's out_counts[rank].
+  virtual std::shared_ptr<Work> AllToAllV(Buffer in, std::vector<size_t> in_counts, Buffer out,
+                                          std::vector<size_t> out_counts);
+
+  // Records the ops that `issue` calls on this communicator instead of running them (their work
+  // completes at once, having done nothing) and returns them as one graph. Collective: every rank
+  // records the same ops. Blocks while `issue` runs. Backends without graphs (gloo) throw
+  // Error(kInvalidArgument) naming the backend.
+  virtual std::unique_ptr<OpGraph> Capture(const std::function<void()>& issue);
 
   // Unblocks every pending call with an error. Does not block. The communicator is unusable after.
   virtual void Abort() = 0;
@@ -94,6 +120,11 @@ class Communicator {
   // as the preflight suite stay free of CUDA. Block until the copy is done.
   virtual DeviceType device_type() const { return DeviceType::kCpu; }
   virtual std::shared_ptr<void> Allocate(size_t bytes);
+  // Allocate(bytes), registered with this communicator as `reg` says, and deregistered when the
+  // last reference goes (which must be before the communicator). kSymmetric is collective: every
+  // rank allocates the same size in the same order. Backends that cannot register throw
+  // Error(kInvalidArgument) naming the backend. Blocks for the registration.
+  virtual std::shared_ptr<void> AllocateRegistered(size_t bytes, BufferRegistration reg);
   virtual void CopyIn(Buffer dst, const void* host);  // dst.bytes() bytes from host memory
   virtual void CopyOut(void* host, Buffer src);       // src.bytes() bytes into host memory
   // A buffer of `count` elements in memory from Allocate().

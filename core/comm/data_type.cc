@@ -107,5 +107,20 @@ std::shared_ptr<Work> Communicator::Gather(Buffer, Buffer, int) {
 std::shared_ptr<Work> Communicator::Scatter(Buffer, Buffer, int) {
   return Unsupported(*this, "scatter");
 }
+std::shared_ptr<Work> Communicator::AllToAllV(Buffer, std::vector<size_t>, Buffer,
+                                              std::vector<size_t>) {
+  return Unsupported(*this, "alltoallv");
+}
+
+std::unique_ptr<OpGraph> Communicator::Capture(const std::function<void()>&) {
+  throw Error(ErrorKind::kInvalidArgument,
+              std::string("the ") + backend() + " communicator cannot capture ops into a graph");
+}
+
+std::shared_ptr<void> Communicator::AllocateRegistered(size_t bytes, BufferRegistration reg) {
+  if (reg == BufferRegistration::kNone) return Allocate(bytes);
+  throw Error(ErrorKind::kInvalidArgument,
+              std::string("the ") + backend() + " communicator cannot register buffers");
+}
 
 }  // namespace dlaunch::core

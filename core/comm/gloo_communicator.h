@@ -61,6 +61,9 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root) override;
   std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root) override;
   std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root) override;
+  // On gloo's full mesh (TCP) in either transport: the shared-memory groups have no alltoall.
+  std::shared_ptr<Work> AllToAllV(Buffer in, std::vector<size_t> in_counts, Buffer out,
+                                  std::vector<size_t> out_counts) override;
   void Abort() override;
   FlightRecorder& flight_recorder() override { return recorder_; }
 

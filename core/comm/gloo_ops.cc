@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
@@ -204,6 +205,29 @@ void AllToAll(const ContextPtr& ctx, Buffer in, Buffer out, uint32_t tag, millis
   opts.setTag(tag);
   opts.setTimeout(timeout);
   gloo::alltoall(opts);
+}
+
+void AllToAllV(const ContextPtr& ctx, Buffer in, const std::vector<size_t>& in_counts, Buffer out,
+               const std::vector<size_t>& out_counts, uint32_t tag, milliseconds timeout) {
+  // Nothing to send and nothing to receive: no peer expects a message from this rank.
+  if (in.bytes() == 0 && out.bytes() == 0) return;
+  if (ctx->size == 1) {
+    std::memmove(out.ptr, in.ptr, in.bytes());
+    return;
+  }
+  // gloo counts in elements of the pointer's type; bytes keep one call for every dtype.
+  const size_t elt = DataTypeSize(in.dtype);
+  auto bytes = [elt](const std::vector<size_t>& counts) {
+    std::vector<int64_t> out;
+    for (size_t c : counts) out.push_back(static_cast<int64_t>(c * elt));
+    return out;
+  };
+  gloo::AlltoallvOptions opts(ctx);
+  opts.setInput(static_cast<uint8_t*>(in.ptr), bytes(in_counts));
+  opts.setOutput(static_cast<uint8_t*>(out.ptr), bytes(out_counts));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::alltoallv(opts);
 }
 
 void Barrier(const ContextPtr& ctx, uint32_t tag, milliseconds timeout) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/comm/communicator.h"
 
@@ -31,6 +32,9 @@ void Broadcast(const ContextPtr& ctx, void* ptr, size_t bytes, int root, uint32_
 void AllGather(const ContextPtr& ctx, const void* in, size_t in_bytes, void* out, uint32_t tag,
                milliseconds timeout);
 void AllToAll(const ContextPtr& ctx, Buffer in, Buffer out, uint32_t tag, milliseconds timeout);
+// in_counts / out_counts: elements per rank, blocks consecutive in rank order.
+void AllToAllV(const ContextPtr& ctx, Buffer in, const std::vector<size_t>& in_counts, Buffer out,
+               const std::vector<size_t>& out_counts, uint32_t tag, milliseconds timeout);
 void Barrier(const ContextPtr& ctx, uint32_t tag, milliseconds timeout);
 
 }  // namespace dlaunch::core::gloo_ops

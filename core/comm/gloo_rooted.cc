@@ -1,5 +1,5 @@
-// The gloo backend's out-of-place forms and rooted collectives (reduce, gather, scatter): the
-// ops nccl-tests measures beyond the ones training needs.
+// The gloo backend's out-of-place forms, rooted collectives (reduce, gather, scatter) and
+// alltoallv: the ops nccl-tests and PyTorch measure beyond the ones training needs.
 #include <gloo/gather.h>
 #include <gloo/scatter.h>
 
@@ -84,6 +84,17 @@ std::shared_ptr<Work> GlooCommunicator::Scatter(Buffer in, Buffer out, int root)
     opts.setTimeout(timeout_);
     gloo::scatter(opts);
   });
+}
+
+std::shared_ptr<Work> GlooCommunicator::AllToAllV(Buffer in, std::vector<size_t> in_counts,
+                                                  Buffer out, std::vector<size_t> out_counts) {
+  check_.AllToAllV(in, in_counts, out, out_counts);
+  int64_t seq = recorder_.Record("alltoallv", in.dtype, in.count, in.bytes());
+  return Enqueue({seq}, "alltoallv",
+                 [this, in, out, in_counts = std::move(in_counts),
+                  out_counts = std::move(out_counts), tag = NextTag()] {
+                   gloo_ops::AllToAllV(context_, in, in_counts, out, out_counts, tag, timeout_);
+                 });
 }
 
 }  // namespace dlaunch::core

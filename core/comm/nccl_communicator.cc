@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/comm/nccl_plan.h"
 #include "core/error.h"
 
 // nccl-tests' NCCLCHECK / c10d's C10D_NCCL_CHECK: fail with file, line, the call and NCCL's own
@@ -19,6 +20,11 @@ namespace dlaunch::core {
 namespace {
 
 ncclComm_t AsComm(void* p) { return static_cast<ncclComm_t>(p); }
+#ifdef NCCL_WIN_REQUIRED_ALIGNMENT
+constexpr size_t kWindowAlignment = NCCL_WIN_REQUIRED_ALIGNMENT;
+#else
+constexpr size_t kWindowAlignment = 4096;
+#endif
 cudaStream_t AsStream(void* p) { return static_cast<cudaStream_t>(p); }
 
 }  // namespace
@@ -249,12 +255,20 @@ std::shared_ptr<Work> NcclCommunicator::Launch(std::vector<int64_t> seqs, const 
     for (int64_t s : seqs) recorder_.Start(s);
     ncclResult_t res = static_cast<ncclResult_t>(issue());
     if (res == ncclInProgress) AwaitEnqueued(what);
+    if (capturing_) {
+      // Recorded into the graph, not run: the graph's launch is the op that gets tracked.
+      ++captured_ops_;
+      for (int64_t s : seqs) recorder_.Complete(s);
+      work->MarkCompleted();
+      return work;
+    }
     cudaEvent_t event = nullptr;
     DLAUNCH_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     DLAUNCH_CUDA_CHECK(cudaEventRecord(event, AsStream(stream_)));
     std::lock_guard<std::mutex> plock(pending_mu_);
     pending_.push_back(Pending{std::move(seqs), event, work});
   } catch (const Error& e) {
+    if (capturing_ && capture_error_.empty()) capture_error_ = what + ": " + e.what();
     for (int64_t s : seqs) recorder_.Fail(s, e.what());
     work->MarkFailed(watchdog_->fired() ? ErrorKind::kTimeout : e.kind(),
                      what + " failed: " + e.what());
@@ -523,6 +537,175 @@ std::shared_ptr<Work> NcclCommunicator::Scatter(Buffer in, Buffer out, int root)
         comm_);
     return DLAUNCH_NCCL_CHECK(ncclGroupEnd(), comm_);
   });
+}
+
+std::shared_ptr<Work> NcclCommunicator::AllToAllV(Buffer in, std::vector<size_t> in_counts,
+                                                  Buffer out, std::vector<size_t> out_counts) {
+  check_.AllToAllV(in, in_counts, out, out_counts);
+  int64_t seq = recorder_.Record("alltoallv", in.dtype, in.count, in.bytes());
+  return Launch({seq}, "alltoallv", [&] {
+    const size_t elt = DataTypeSize(in.dtype);
+    const std::vector<size_t> in_at = BlockOffsets(in_counts, elt);
+    const std::vector<size_t> out_at = BlockOffsets(out_counts, elt);
+    DLAUNCH_NCCL_CHECK(ncclGroupStart(), comm_);
+    for (int p = 0; p < size_; ++p) {
+      // A zero-count send/recv is legal in NCCL, but skipping it spares a connection.
+      if (in_counts[p] > 0) {
+        DLAUNCH_NCCL_CHECK(ncclSend(static_cast<char*>(in.ptr) + in_at[p], in_counts[p],
+                                    NcclType(in.dtype), p, AsComm(comm_), AsStream(stream_)),
+                           comm_);
+      }
+      if (out_counts[p] > 0) {
+        DLAUNCH_NCCL_CHECK(ncclRecv(static_cast<char*>(out.ptr) + out_at[p], out_counts[p],
+                                    NcclType(out.dtype), p, AsComm(comm_), AsStream(stream_)),
+                           comm_);
+      }
+    }
+    return DLAUNCH_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+
+// One captured CUDA graph; each Launch is one op in the flight recorder ("cuda_graph").
+class NcclGraph : public OpGraph {
+ public:
+  NcclGraph(NcclCommunicator* comm, cudaGraph_t graph, cudaGraphExec_t exec, int ops)
+      : comm_(comm), graph_(graph), exec_(exec), ops_(ops) {}
+  // A graph still running is freed by CUDA once it completes.
+  ~NcclGraph() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  std::shared_ptr<Work> Launch(int times) override {
+    return comm_->LaunchGraph(exec_, times, ops_);
+  }
+
+ private:
+  NcclCommunicator* const comm_;
+  const cudaGraph_t graph_;
+  const cudaGraphExec_t exec_;
+  const int ops_;
+};
+
+std::unique_ptr<OpGraph> NcclCommunicator::Capture(const std::function<void()>& issue) {
+  const std::string what = "rank " + std::to_string(rank_) + ": nccl graph capture";
+  {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
+    DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
+    // Thread-local, as nccl-tests captures: NCCL may cudaMalloc on first use of a peer
+    // connection, which global capture mode would forbid.
+    DLAUNCH_CUDA_CHECK(cudaStreamBeginCapture(AsStream(stream_), cudaStreamCaptureModeThreadLocal));
+    captured_ops_ = 0;
+    capture_error_.clear();
+    capturing_ = true;
+  }
+  auto end_capture = [this](cudaGraph_t* graph) {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    capturing_ = false;
+    return cudaStreamEndCapture(AsStream(stream_), graph);
+  };
+  cudaGraph_t graph = nullptr;
+  try {
+    issue();
+  } catch (...) {
+    if (end_capture(&graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  cudaError_t ended = end_capture(&graph);
+  std::string failed;
+  {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    failed = capture_error_;
+  }
+  if (!failed.empty() || ended != cudaSuccess) {
+    if (ended == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    if (!failed.empty()) throw Error(ErrorKind::kInternal, what + " failed: " + failed);
+    DLAUNCH_CUDA_CHECK(ended);
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+  if (made != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    DLAUNCH_CUDA_CHECK(made);
+  }
+  return std::make_unique<NcclGraph>(this, graph, exec, captured_ops_);
+}
+
+std::shared_ptr<Work> NcclCommunicator::LaunchGraph(void* exec, int times, int ops) {
+  int64_t seq = recorder_.Record("cuda_graph", DataType::kUint8,
+                                 static_cast<size_t>(ops) * static_cast<size_t>(times), 0);
+  return Launch({seq}, "cuda_graph", [&] {
+    for (int i = 0; i < times; ++i) {
+      DLAUNCH_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), AsStream(stream_)));
+    }
+    return static_cast<int>(ncclSuccess);
+  });
+}
+
+std::shared_ptr<void> NcclCommunicator::AllocateRegistered(size_t bytes, BufferRegistration reg) {
+  if (reg == BufferRegistration::kNone) return Allocate(bytes);
+  int runtime = 0;
+  DLAUNCH_NCCL_CHECK(ncclGetVersion(&runtime), nullptr);
+  if (std::string why = RegistrationRefusal(reg, NCCL_VERSION_CODE, runtime); !why.empty()) {
+    // What the user asked for (-R) cannot be had here: bad input, as a usage error.
+    throw UsageError("rank " + std::to_string(rank_) + ": " + why);
+  }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+  const std::string what = "rank " + std::to_string(rank_) + ": nccl " + RegistrationName(reg) +
+                           " registration of " + std::to_string(bytes) + " bytes";
+  // Deregistration needs the communicator: a buffer that outlives it is only freed (NCCL drops
+  // a communicator's registrations with it).
+  std::shared_ptr<PollTarget> alive = poll_target_;
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
+  DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
+  // ncclMemAlloc's memory (cuMem, as nccl-tests allocates) is what every registration path of
+  // NCCL accepts, NVLS included; windows also need NCCL's alignment.
+  const size_t rounded =
+      ((bytes == 0 ? 1 : bytes) + kWindowAlignment - 1) / kWindowAlignment * kWindowAlignment;
+  void* ptr = nullptr;
+  DLAUNCH_NCCL_CHECK(ncclMemAlloc(&ptr, rounded), comm_);
+  void* handle = nullptr;  // ncclCommRegister's handle or the ncclWindow_t
+  try {
+    ncclResult_t res = ncclSuccess;
+    if (reg == BufferRegistration::kLocal) {
+      res = ncclCommRegister(AsComm(comm_), ptr, rounded, &handle);
+    } else {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+      ncclWindow_t window = nullptr;
+      res = ncclCommWindowRegister(AsComm(comm_), ptr, rounded, &window, NCCL_WIN_COLL_SYMMETRIC);
+      handle = window;
+#endif
+    }
+    if (DLAUNCH_NCCL_CHECK(res, comm_) == ncclInProgress) AwaitEnqueued(what);
+  } catch (...) {
+    ncclMemFree(ptr);
+    throw;
+  }
+  return std::shared_ptr<void>(ptr, [reg, handle, alive](void* p) {
+    {
+      std::lock_guard<std::mutex> hold(alive->mu);
+      if (alive->self != nullptr) alive->self->Deregister(reg, handle);
+    }
+    ncclMemFree(p);
+  });
+#else
+  return nullptr;  // refused above: these headers have no registration
+#endif
+}
+
+void NcclCommunicator::Deregister(BufferRegistration reg, void* handle) {
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  if (aborted_) return;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+  if (reg == BufferRegistration::kLocal) {
+    ncclCommDeregister(AsComm(comm_), handle);
+    return;
+  }
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  ncclCommWindowDeregister(AsComm(comm_), static_cast<ncclWindow_t>(handle));
+#endif
 }
 
 }  // namespace dlaunch::core

@@ -1,7 +1,9 @@
 // The GPU backend: NCCL on one CUDA device per rank. The communicator is created non-blocking
 // (ncclConfig_t.blocking = 0) because NCCL has no timeout of its own: only a non-blocking
 // communicator can be polled (ncclCommGetAsyncError) and aborted (ncclCommAbort) by the watchdog
-// while an op hangs. Built only with DLAUNCH_WITH_NCCL; nccl.h stays inside the .cc.
+// while an op hangs. Built only with DLAUNCH_WITH_NCCL; nccl.h stays inside the .cc. Ops can be
+// captured into a CUDA graph (Capture) and buffers registered with NCCL (AllocateRegistered), as
+// nccl-tests' -G and -R do.
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,12 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<Work> Reduce(Buffer in, Buffer out, ReduceOp op, int root) override;
   std::shared_ptr<Work> Gather(Buffer in, Buffer out, int root) override;
   std::shared_ptr<Work> Scatter(Buffer in, Buffer out, int root) override;
+  // A group of ncclSend/ncclRecv, one pair per peer with a non-empty block.
+  std::shared_ptr<Work> AllToAllV(Buffer in, std::vector<size_t> in_counts, Buffer out,
+                                  std::vector<size_t> out_counts) override;
+  // Stream capture in thread-local mode: no other thread may issue ops on this communicator
+  // while `issue` runs.
+  std::unique_ptr<OpGraph> Capture(const std::function<void()>& issue) override;
   void Abort() override;
   FlightRecorder& flight_recorder() override { return recorder_; }
 
@@ -54,8 +62,14 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<void> Allocate(size_t bytes) override;
   void CopyIn(Buffer dst, const void* host) override;
   void CopyOut(void* host, Buffer src) override;
+  // ncclMemAlloc'ed memory, rounded up to NCCL's window alignment; kLocal ncclCommRegister's it,
+  // kSymmetric ncclCommWindowRegister's it (collective). Throws UsageError when the NCCL
+  // built against or loaded is too old (nccl_plan.h).
+  std::shared_ptr<void> AllocateRegistered(size_t bytes, BufferRegistration reg) override;
 
  private:
+  friend class NcclGraph;
+
   struct Pending {
     std::vector<int64_t> seqs;
     void* event;  // cudaEvent_t
@@ -71,6 +85,10 @@ class NcclCommunicator : public Communicator {
   // Completes finished work and fails everything on an asynchronous NCCL error. Does not block.
   void Poll();
   void FailAll(ErrorKind kind, const std::string& message);
+  // Drops a registration made by AllocateRegistered; nothing once aborted.
+  void Deregister(BufferRegistration reg, void* handle);
+  // Launches an instantiated graph (cudaGraphExec_t) `times` times as one tracked op.
+  std::shared_ptr<Work> LaunchGraph(void* exec, int times, int ops);
 
   const int rank_;
   const int size_;
@@ -92,6 +110,10 @@ class NcclCommunicator : public Communicator {
   std::shared_ptr<PollTarget> poll_target_ = std::make_shared<PollTarget>();
 
   std::mutex launch_mu_;  // NCCL calls on one communicator must not interleave
+  // Set while Capture runs: Launch records ops into the graph instead of tracking their events.
+  std::atomic<bool> capturing_{false};
+  int captured_ops_ = 0;       // under launch_mu_
+  std::string capture_error_;  // under launch_mu_: the first op that failed while capturing
   std::mutex pending_mu_;
   std::deque<Pending> pending_;
 };

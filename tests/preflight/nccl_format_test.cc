@@ -78,6 +78,11 @@ TEST(NcclFormatTest, SectionStartsAndEndsLikeThePerfProgram) {
   EXPECT_NE(std::string::npos,
             text.find("# nThread 1 nGpus 1 minBytes 8 maxBytes 1048576 step: 2(factor) warmup "
                       "iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0\n#\n"));
+  // -G N shows in the header as nccl-tests prints its graph launches.
+  PreflightOptions graphs = Options();
+  graphs.graph_launches = 2;
+  EXPECT_NE(std::string::npos, FormatSweepTable(AllReduceSweep(), graphs, Devices())
+                                   .find("validation: 1 graph: 2 unalign: 0\n"));
 }
 
 TEST(NcclFormatTest, UsingDevicesBlock) {

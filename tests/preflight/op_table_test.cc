@@ -59,7 +59,7 @@ TEST(OpTableTest, CountsFollowGetCollByteCount) {
 }
 
 TEST(OpTableTest, NamesAndRoles) {
-  EXPECT_EQ(9u, AllOps().size());
+  EXPECT_EQ(10u, AllOps().size());
   std::set<std::string> names;
   for (const OpSpec& op : AllOps()) {
     names.insert(op.name);
@@ -68,12 +68,77 @@ TEST(OpTableTest, NamesAndRoles) {
     // Each kind has its kernel, in the same order.
     EXPECT_NE(nullptr, KernelFor(op.kind).run) << op.name;
   }
-  EXPECT_EQ(9u, names.size());
+  EXPECT_EQ(10u, names.size());
   EXPECT_EQ(FindOp("allreduce"), FindOp("all_reduce"));
   EXPECT_EQ(nullptr, FindOp("hypercube"));
   EXPECT_TRUE(FindOp("reduce")->rooted && FindOp("reduce")->reduces);
   EXPECT_FALSE(FindOp("alltoall")->checks_in_place);
+  EXPECT_FALSE(FindOp("alltoallv")->checks_in_place);
+  EXPECT_FALSE(FindOp("alltoallv")->rooted || FindOp("alltoallv")->reduces);
   EXPECT_EQ(2, FindOp("sendrecv")->min_ranks);
+}
+
+// alltoallv's rule: rank r sends 1 + ((p - r) mod n) units to rank p.
+TEST(OpTableTest, AllToAllVSplitsAreUnevenYetBalanced) {
+  // 1 KiB of floats on 3 ranks: 256 elements, 6 units per rank, a unit rounded down to 16 bytes.
+  OpCounts c = CountsFor(*FindOp("alltoallv"), 1024, 4, 3);
+  EXPECT_EQ(240u, c.param);  // 256 / 6 = 42 -> 40 elements a unit
+  EXPECT_EQ(240u, c.send);
+  EXPECT_EQ(240u, c.recv);
+  EXPECT_EQ((std::vector<size_t>{40, 80, 120}), AllToAllVCounts(240, 0, 3, true));
+  EXPECT_EQ((std::vector<size_t>{120, 40, 80}), AllToAllVCounts(240, 1, 3, true));
+  EXPECT_EQ((std::vector<size_t>{80, 40, 120}), AllToAllVCounts(240, 1, 3, false));
+  for (int n = 1; n <= 9; ++n) {
+    const size_t count = 7 * AllToAllVUnits(n);
+    for (int r = 0; r < n; ++r) {
+      std::vector<size_t> out = AllToAllVCounts(count, r, n, true);
+      std::vector<size_t> in = AllToAllVCounts(count, r, n, false);
+      size_t sent = 0, received = 0;
+      for (int p = 0; p < n; ++p) {
+        sent += out[p];
+        received += in[p];
+        // What r sends to p is what p expects from r.
+        EXPECT_EQ(out[p], AllToAllVCounts(count, p, n, false)[r]) << n << " " << r << " " << p;
+      }
+      EXPECT_EQ(count, sent);
+      EXPECT_EQ(count, received);
+      EXPECT_EQ(7u, out[r]) << "one unit stays on the rank";
+    }
+  }
+  // busbw: the share of the bytes that leave the rank, (n-1)(n+2) / (n(n+1)).
+  EXPECT_DOUBLE_EQ(0.9, Bus("alltoallv", 4));
+  EXPECT_DOUBLE_EQ(2.0 / 3, Bus("alltoallv", 2));
+  EXPECT_DOUBLE_EQ(0.0, Bus("alltoallv", 1));
+  EXPECT_EQ(1, FindOp("alltoallv")->alg_ranks(8));  // the count column is what a rank sends
+  // Too small for one unit a rank: a row of count 0, as nccl-tests prints for tiny splits.
+  EXPECT_EQ(0u, CountsFor(*FindOp("alltoallv"), 64, 4, 4).param);
+}
+
+// The expected result of alltoallv, against the exchange simulated in host memory.
+TEST(OpKernelsTest, AllToAllVExpectationMatchesTheExchange) {
+  for (int n = 1; n <= 5; ++n) {
+    const size_t count = 2 * AllToAllVUnits(n);
+    for (int r = 0; r < n; ++r) {
+      std::vector<double> got;
+      for (int q = 0; q < n; ++q) {
+        const std::vector<size_t> q_sends = AllToAllVCounts(count, q, n, true);
+        size_t at = 0;
+        for (int p = 0; p < r; ++p) at += q_sends[p];
+        for (size_t j = 0; j < q_sends[r]; ++j) {
+          got.push_back(Pattern(q, at + j, core::ReduceOp::kSum));
+        }
+      }
+      ASSERT_EQ(count, got.size());
+      ExpectContext ctx;
+      ctx.rank = r;
+      ctx.nranks = n;
+      ctx.param = count;
+      for (size_t i = 0; i < count; ++i) {
+        EXPECT_EQ(got[i], KernelFor(OpKind::kAllToAllV).expect(ctx, i))
+            << n << " " << r << " " << i;
+      }
+    }
+  }
 }
 
 TEST(OpTableTest, SweepSizesFollowBEFAndI) {

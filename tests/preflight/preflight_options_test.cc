@@ -19,7 +19,9 @@ TEST(PreflightOptionsTest, Defaults) {
   PreflightOptions o = ParsePreflightArgs({});
   EXPECT_EQ("auto", o.backend);
   EXPECT_EQ(8u, o.min_bytes);
-  EXPECT_EQ(9u, o.ops.size());
+  EXPECT_EQ(10u, o.ops.size());
+  EXPECT_EQ(0, o.graph_launches);
+  EXPECT_EQ(core::BufferRegistration::kNone, o.registration);
   EXPECT_EQ(10000, o.collective_timeout.count());
   EXPECT_EQ(1, o.check_iters);
   EXPECT_EQ(0, o.blocking);
@@ -121,22 +123,71 @@ TEST(PreflightOptionsTest, WorldSizeChecksRootAndHangRank) {
   EXPECT_NO_THROW(ValidatePreflightArgs({"-r", "all"}, 4));
 }
 
-// The message names the flag and why.
-TEST(PreflightOptionsTest, NcclOnlyFlagsAreRefusedWithAReason) {
+std::string UsageMessage(const std::vector<std::string>& args) {
   try {
-    ValidatePreflightArgs({"--backend", "gloo", "-G", "1"});
-    FAIL() << "accepted -G on gloo";
+    ValidatePreflightArgs(args);
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string::npos, std::string(e.what()).find("-G (CUDA graph capture) is NCCL only"))
-        << e.what();
+    return e.what();
   }
-  try {
-    ValidatePreflightArgs({"-R", "1"});
-    FAIL() << "accepted -R";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string::npos, std::string(e.what()).find("-R (NCCL buffer registration)"))
-        << e.what();
+  return "(accepted)";
+}
+
+// On gloo the message names the flag, what it needs and the backend, on one line.
+TEST(PreflightOptionsTest, NcclOnlyFlagsAreRefusedOnGlooWithAReason) {
+  const std::string g = UsageMessage({"--backend", "gloo", "-G", "1"});
+  EXPECT_NE(std::string::npos, g.find("-G (--cudagraph, CUDA graph capture) needs the nccl "
+                                      "backend, and this preflight runs on gloo"))
+      << g;
+  const std::string r = UsageMessage({"--backend", "gloo", "-R", "2"});
+  EXPECT_NE(std::string::npos, r.find("-R (--local_register, NCCL buffer registration)")) << r;
+  EXPECT_NE(std::string::npos, r.find("runs on gloo")) << r;
+  for (const std::string& m : {g, r}) EXPECT_EQ(std::string::npos, m.find('\n')) << m;
+  // --backend auto is resolved on the ranks, which check the same way.
+  PreflightOptions o = ParsePreflightArgs({"-G", "2", "-R", "1"});
+  EXPECT_THROW(CheckBackendFlags(o, "gloo"), UsageError);
+  EXPECT_NO_THROW(CheckBackendFlags(o, "nccl"));
+  EXPECT_NO_THROW(CheckBackendFlags(ParsePreflightArgs({}), "gloo"));
+}
+
+TEST(PreflightOptionsTest, GraphAndRegistrationFlagsOnNccl) {
+  PreflightOptions o = ParsePreflightArgs({"--backend", "nccl", "-G", "3", "-R", "1", "-n", "7"});
+  EXPECT_EQ(3, o.graph_launches);
+  EXPECT_EQ(core::BufferRegistration::kLocal, o.registration);
+  EXPECT_EQ(core::BufferRegistration::kSymmetric,
+            ParsePreflightArgs({"--backend", "nccl", "-R", "2"}).registration);
+  EXPECT_EQ(core::BufferRegistration::kNone, ParsePreflightArgs({"-R", "0"}).registration);
+  EXPECT_NE(std::string::npos, UsageMessage({"-R", "3"})
+                                   .find("--local_register (-R) must be "
+                                         "between 0 and 2"));
+  EXPECT_NE(std::string::npos, UsageMessage({"-G", "-1"}).find("--cudagraph (-G)"));
+  // A graph records the iterations back to back: -z other than 0 cannot apply.
+  for (const char* z : {"1", "2", "3"}) {
+    const std::string m = UsageMessage({"--backend", "nccl", "-G", "2", "-z", z});
+    EXPECT_NE(std::string::npos, m.find("cannot be combined with -z " + std::string(z))) << m;
   }
+  EXPECT_EQ("(accepted)", UsageMessage({"--backend", "nccl", "-G", "2", "-z", "0"}));
+}
+
+// nccl-tests' BenchTime: -n ops captured once, the graph launched -G times, the time divided by
+// both; without -G the -n ops are issued directly.
+TEST(PreflightOptionsTest, TimingPlanFollowsNcclTests) {
+  PreflightOptions o = ParsePreflightArgs({"--backend", "nccl", "-n", "20", "-G", "4"});
+  TimingPlan plan = PlanTiming(o);
+  EXPECT_TRUE(plan.graph);
+  EXPECT_EQ(20, plan.captured_ops);
+  EXPECT_EQ(4, plan.launches);
+  EXPECT_EQ(80, plan.timed_ops());
+
+  PreflightOptions direct = ParsePreflightArgs({"-n", "20"});
+  TimingPlan d = PlanTiming(direct);
+  EXPECT_FALSE(d.graph);
+  EXPECT_EQ(0, d.captured_ops);
+  EXPECT_EQ(1, d.launches);
+  EXPECT_EQ(20, d.timed_ops());
+  // -n left to the backend's default: the plan follows once defaults are resolved.
+  PreflightOptions deflt = ParsePreflightArgs({"--backend", "nccl", "-G", "1"});
+  deflt.ResolveDefaults("nccl");
+  EXPECT_EQ(20, PlanTiming(deflt).timed_ops());
 }
 
 TEST(PreflightOptionsTest, SizesAcceptSuffixes) {
@@ -185,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
         std::vector<std::string>{"--min-busbw", "-1"}, std::vector<std::string>{"-d", "complex"},
         std::vector<std::string>{"-o", "xor"}, std::vector<std::string>{"-r", "-2"},
         std::vector<std::string>{"-r", "one"}, std::vector<std::string>{"--p2p-bytes", "0"},
-        std::vector<std::string>{"--p2p-retries", "-1"}, std::vector<std::string>{"-G", "2"},
+        std::vector<std::string>{"--p2p-retries", "-1"}, std::vector<std::string>{"-R", "5"},
         std::vector<std::string>{"--json", "--csv"},
         std::vector<std::string>{"--op", "sum", "--op", "max"}));
 

@@ -76,7 +76,7 @@ TEST_F(PreflightProcessTest, TwoRanksPassAndWriteTheRunDirectory) {
   auto doc = nlohmann::json::parse(in);
   EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
   EXPECT_EQ(2, doc["world_size"]);
-  EXPECT_EQ(9u, doc["bandwidth"].size());
+  EXPECT_EQ(10u, doc["bandwidth"].size());
   EXPECT_TRUE(doc["hang_test"]["passed"].get<bool>()) << doc["hang_test"].dump();
   EXPECT_EQ(nlohmann::json::array({1}), doc["hang_test"]["ranks"][0]["missing_ranks"]);
   for (int r = 0; r < 2; ++r) {
@@ -104,13 +104,19 @@ TEST_F(PreflightProcessTest, MalformedFlagExitsTwoBeforeAnyRankStarts) {
 }
 
 TEST_F(PreflightProcessTest, NcclOnlyFlagOnGlooIsRefusedBeforeAnyRank) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e_graph");
-  fs::path out = logs / "out.txt";
-  EXPECT_EQ(2, RunCommand(Launcher(logs, "g") + " preflight --backend gloo -G 1 > " + out.string() +
-                          " 2>&1"));
-  std::string text = ReadFile(out);
-  EXPECT_NE(std::string::npos, text.find("-G (CUDA graph capture) is NCCL only")) << text;
-  EXPECT_FALSE(fs::exists(logs / "g"));
+  for (const char* flag : {"-G 1", "-R 1"}) {
+    fs::path logs = FreshDir("dlaunch_preflight_e2e_graph");
+    fs::path out = logs / "out.txt";
+    EXPECT_EQ(2, RunCommand(Launcher(logs, "g") + " preflight --backend gloo " + flag + " > " +
+                            out.string() + " 2>&1"));
+    std::string text = ReadFile(out);
+    EXPECT_NE(std::string::npos, text.find(std::string(flag).substr(0, 2) + " (--")) << text;
+    EXPECT_NE(std::string::npos,
+              text.find("needs the nccl backend, and this preflight runs on gloo"))
+        << text;
+    EXPECT_EQ(1u, Count(text, "preflight:")) << text;  // one line, then the launcher's hint
+    EXPECT_FALSE(fs::exists(logs / "g"));
+  }
 }
 
 // --help is the launcher's business: printed once, no rank started, no run directory.

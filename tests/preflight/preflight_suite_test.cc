@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include "core/comm/comm_options.h"
+#include "core/error.h"
 #include "core/store.h"
 #include "tests/preflight/nccl_parsers.h"
 #include "worker/preflight/preflight.h"
@@ -95,10 +97,11 @@ TEST(PreflightSuiteTest, HealthyWorldPassesAndWritesEveryTable) {
   EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
   EXPECT_EQ(3, doc["world_size"]);
   EXPECT_EQ("gloo", doc["backend"]);
-  ASSERT_EQ(9u, doc["bandwidth"].size());
+  ASSERT_EQ(10u, doc["bandwidth"].size());
   for (const auto& op : doc["bandwidth"]) {
     ASSERT_EQ(3u, op["rows"].size()) << op["op"];  // 8 B, 512 B, 32 KiB
-    const bool in_place_checked = op["op"] != "alltoall" && op["op"] != "sendrecv";
+    const bool in_place_checked =
+        op["op"] != "alltoall" && op["op"] != "alltoallv" && op["op"] != "sendrecv";
     for (const auto& row : op["rows"]) {
       EXPECT_EQ(0, row["wrong"]) << op["op"] << " " << row["size"];
       EXPECT_EQ(in_place_checked ? nlohmann::json(0) : nlohmann::json(nullptr),
@@ -293,13 +296,92 @@ TEST(PreflightSuiteTest, EveryOpTypeAndReductionIsCorrect) {
   std::map<std::string, size_t> rows;
   for (const auto& op : doc["bandwidth"]) rows[op["op"]] = op["rows"].size();
   for (const char* op : {"allreduce", "reduce_scatter", "reduce"}) EXPECT_EQ(40u, rows[op]) << op;
-  for (const char* op : {"allgather", "broadcast", "alltoall", "gather", "scatter", "sendrecv"}) {
+  for (const char* op :
+       {"allgather", "broadcast", "alltoall", "gather", "scatter", "sendrecv", "alltoallv"}) {
     EXPECT_EQ(8u, rows[op]) << op;
   }
-  EXPECT_EQ(ExpectNoWrong(doc), 3 * 40u + 6 * 8u);
+  EXPECT_EQ(ExpectNoWrong(doc), 3 * 40u + 7 * 8u);
   for (const auto& row : doc["bandwidth"][4]["rows"]) {
     EXPECT_NE("none", row["redop"]);
     EXPECT_EQ(1, row["root"]);
+  }
+}
+
+// alltoallv's uneven blocks (op_table.h) at several world sizes and every dtype, on both
+// transports: the shared-memory groups have no alltoall family, so with --transport shm (and
+// auto) alltoallv still runs on gloo's TCP mesh inside the hierarchical communicator.
+TEST(PreflightSuiteTest, AllToAllVIsCorrectAtSeveralWorldSizes) {
+  for (int n : {1, 2, 3, 4, 5}) {
+    for (const char* transport : {"shm", "tcp"}) {
+      fs::path dir = FreshDir("dlaunch_preflight_alltoallv");
+      Outcome out = RunWorld(n,
+                             Small({"--ops", "alltoallv", "-d", "all", "-b", "1K", "-e", "64K",
+                                    "-f", "8", "--transport", transport}),
+                             dir);
+      EXPECT_EQ(std::vector<int>(n, 0), out.exit_codes) << n << " " << transport;
+      auto doc = Doc(dir);
+      EXPECT_EQ("PASS", doc["verdict"]) << doc["reasons"].dump();
+      ASSERT_EQ(1u, doc["bandwidth"].size());
+      const auto& rows = doc["bandwidth"][0]["rows"];
+      ASSERT_EQ(8u * 3, rows.size()) << n;  // 8 types x 1 KiB, 8 KiB, 64 KiB
+      for (const auto& row : rows) {
+        EXPECT_GT(row["count"].get<size_t>(), 0u) << row.dump();  // a real exchange, not empty
+        EXPECT_EQ(0, row["wrong"]) << n << " " << transport << " " << row.dump();
+        EXPECT_TRUE(row["in_place"]["wrong"].is_null());  // overlapping views, as alltoall
+      }
+      EXPECT_EQ(0, doc["bandwidth"][0]["out_of_bounds"]);
+    }
+  }
+}
+
+// The Communicator calls behind alltoallv, -G and -R, on gloo: bad split counts are refused by the
+// shared call check, and gloo names itself when asked for graphs or registered buffers.
+TEST(PreflightSuiteTest, GlooAnswersAllToAllVGraphsAndRegistrationPlainly) {
+  core::CommOptions o;
+  o.backend = "gloo";
+  auto comm = core::MakeCommunicator(o);
+  auto mem = comm->Allocate(64 * sizeof(float));
+  core::Buffer buf = comm->MakeBuffer(mem.get(), 64, core::DataType::kFloat32);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(ErrorKind::kInvalidArgument, e.kind());
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(std::string::npos,
+            message([&] { comm->AllToAllV(buf, {60}, buf, {64}); })
+                .find("gloo alltoallv input counts add up to 60 elements but the input buffer "
+                      "holds 64"));
+  EXPECT_NE(std::string::npos, message([&] {
+                                 comm->AllToAllV(buf, {32, 32}, buf, {64});
+                               }).find("needs one input count per rank (got 2"));
+  comm->AllToAllV(buf, {64}, buf, {64})->Wait(std::chrono::seconds(10));
+  EXPECT_NE(std::string::npos,
+            message([&] { comm->Capture([] {}); }).find("the gloo communicator cannot capture"));
+  EXPECT_NE(std::string::npos, message([&] {
+                                 comm->AllocateRegistered(64, core::BufferRegistration::kLocal);
+                               }).find("the gloo communicator cannot register buffers"));
+  EXPECT_NE(nullptr, comm->AllocateRegistered(64, core::BufferRegistration::kNone));
+}
+
+// -G and -R need the NCCL communicator: with --backend auto on a host without a GPU the ranks
+// resolve gloo and refuse them (exit 2) before any collective.
+TEST(PreflightSuiteTest, GraphAndRegistrationFlagsAreRefusedWhereAutoPicksGloo) {
+  if (core::NcclAvailable()) GTEST_SKIP() << "a GPU is visible: auto picks nccl";
+  for (const char* flag : {"-G", "-R"}) {
+    fs::path dir = FreshDir("dlaunch_preflight_auto_graph");
+    std::vector<std::string> args = Small({flag, "1", "--ops", "allreduce"});
+    args[1] = "auto";  // Small() starts with --backend gloo
+    ::testing::internal::CaptureStderr();
+    Outcome out = RunWorld(2, args, dir);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ((std::vector<int>{2, 2}), out.exit_codes) << flag;
+    EXPECT_NE(std::string::npos, err.find(std::string(flag) + " (--")) << err;
+    EXPECT_NE(std::string::npos, err.find("runs on gloo")) << err;
+    EXPECT_FALSE(fs::exists(dir / "preflight.json"));
   }
 }
 

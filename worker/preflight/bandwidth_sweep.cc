@@ -36,7 +36,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 BandwidthSweep::BandwidthSweep(core::Communicator& comm, const PreflightOptions& options,
                                std::function<void()> on_step)
-    : comm_(comm), options_(options), on_step_(std::move(on_step)) {}
+    : comm_(comm), options_(options), plan_(PlanTiming(options)), on_step_(std::move(on_step)) {}
 
 void BandwidthSweep::Wait(const std::shared_ptr<core::Work>& work) {
   work->Wait(options_.collective_timeout);
@@ -103,7 +103,7 @@ int64_t BandwidthSweep::Check(const Case& c, const OpArgs& args) {
     core::StoreFromDouble(host.data(), i, c.dtype, Pattern(r, i, c.redop));
   }
   comm_.CopyIn(args.send, host.data());
-  Wait(KernelFor(c.op->kind).run(comm_, args));
+  RunOnce(c, args);
   comm_.CopyOut(host.data(), args.recv);
 
   ExpectContext ctx{r, comm_.size(), c.counts.param, args.root, c.dtype, c.redop};
@@ -123,13 +123,29 @@ int64_t BandwidthSweep::Check(const Case& c, const OpArgs& args) {
   return wrong;
 }
 
-PlaceResult BandwidthSweep::Measure(const Case& c, bool in_place) {
-  const OpArgs args = Views(c, in_place);
+void BandwidthSweep::RunOnce(const Case& c, const OpArgs& args) {
   const auto run = KernelFor(c.op->kind).run;
-  const int iters = options_.iters;
-  Wait(comm_.Barrier());
+  if (!plan_.graph) return Wait(run(comm_, args));
+  // nccl-tests checks under -G with the op captured and launched once.
+  std::unique_ptr<core::OpGraph> graph = comm_.Capture([&] { Wait(run(comm_, args)); });
+  Wait(graph->Launch(1));
+}
+
+double BandwidthSweep::TimeIterations(const Case& c, const OpArgs& args) {
+  const auto run = KernelFor(c.op->kind).run;
+  const int iters = plan_.iters;
   double seconds = 0;
-  if (options_.blocking == 0) {
+  if (plan_.graph) {
+    // The -n ops recorded once, then the graph launched -G times back to back; capture and
+    // instantiation stay outside the time, as in nccl-tests.
+    std::unique_ptr<core::OpGraph> graph = comm_.Capture([&] {
+      for (int i = 0; i < plan_.captured_ops; ++i) Wait(run(comm_, args));
+    });
+    Wait(comm_.Barrier());
+    auto t0 = Clock::now();
+    Wait(graph->Launch(plan_.launches));
+    seconds = Seconds(Clock::now() - t0);
+  } else if (options_.blocking == 0) {
     // Back to back, as nccl-tests launches them, then one wait for all.
     std::vector<std::shared_ptr<core::Work>> works;
     works.reserve(iters);
@@ -147,8 +163,15 @@ PlaceResult BandwidthSweep::Measure(const Case& c, bool in_place) {
     }
     if (options_.blocking != 3) seconds = Seconds(Clock::now() - t0);
   }
+  return seconds / plan_.timed_ops();
+}
+
+PlaceResult BandwidthSweep::Measure(const Case& c, bool in_place) {
+  const OpArgs args = Views(c, in_place);
+  Wait(comm_.Barrier());
+  const double per_op = TimeIterations(c, args);
   const int n = comm_.size();
-  const double avg = OverRanks(seconds / iters);
+  const double avg = OverRanks(per_op);
   PlaceResult p;
   p.time_us = avg * 1e6;
   p.algbw = OpAlgBw(*c.op, c.counts.param, core::DataTypeSize(c.dtype), avg, n);
@@ -173,8 +196,8 @@ SweepResult BandwidthSweep::Run(const OpSpec& op) {
   const std::vector<size_t> sizes =
       SweepSizes(options_.min_bytes, options_.max_bytes, options_.step_factor, options_.step_bytes);
   capacity_ = std::max<size_t>(options_.max_bytes, 16);
-  send_ = comm_.Allocate(capacity_);
-  recv_ = comm_.Allocate(capacity_);
+  send_ = comm_.AllocateRegistered(capacity_, options_.registration);
+  recv_ = comm_.AllocateRegistered(capacity_, options_.registration);
   stats_mem_ = comm_.Allocate(sizeof(double));
 
   std::vector<int> roots = {-1};

@@ -1,6 +1,7 @@
 // The nccl-tests-shaped sweep of one op over message sizes: for each size, an out-of-place and an
 // in-place measurement (timed iterations, then -c verified iterations: #wrong), the time taken
-// over ranks as -a says.
+// over ranks as -a says. -G runs the timed and verified iterations as graphs (TimingPlan), -R
+// allocates the buffers registered with the communicator.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,10 @@ class BandwidthSweep {
     OpCounts counts;
   };
   PlaceResult Measure(const Case& c, bool in_place);
+  // Seconds per op of the timed iterations, as the plan issues them.
+  double TimeIterations(const Case& c, const OpArgs& args);
+  // Runs the op once (as a one-op graph under -G) and waits for it.
+  void RunOnce(const Case& c, const OpArgs& args);
   int64_t Check(const Case& c, const OpArgs& args);
   OpArgs Views(const Case& c, bool in_place) const;
   double OverRanks(double seconds);
@@ -70,6 +75,7 @@ class BandwidthSweep {
 
   core::Communicator& comm_;
   const PreflightOptions& options_;
+  const TimingPlan plan_;
   std::function<void()> on_step_;
   std::shared_ptr<void> send_, recv_;  // device or host buffers of the largest size
   size_t capacity_ = 0;                // bytes of each

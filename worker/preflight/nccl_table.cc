@@ -85,9 +85,10 @@ std::string FormatSweepTable(const SweepResult& result, const PreflightOptions& 
   const bool factor = o.step_bytes == 0;
   std::snprintf(line, sizeof(line),
                 "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
-                "iters: %d agg iters: 1 validation: %d graph: 0 unalign: 0\n",
+                "iters: %d agg iters: 1 validation: %d graph: %d unalign: 0\n",
                 o.min_bytes, o.max_bytes, factor ? o.step_factor : o.step_bytes,
-                factor ? "factor" : "bytes", o.warmup_iters, o.iters, o.check_iters);
+                factor ? "factor" : "bytes", o.warmup_iters, o.iters, o.check_iters,
+                o.graph_launches);
   out += line;
   if (o.blocking == 1)
     out += "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n";

@@ -78,8 +78,32 @@ Result ExpectSendRecv(const ExpectContext& c, size_t i) {
   return P(c, (c.rank + c.nranks - 1) % c.nranks, i);
 }
 
+// The split rule lives in the op table, so that the counts the op runs with are the ones the
+// table's count column and busbw assume.
+std::shared_ptr<Work> RunAllToAllV(Communicator& comm, const OpArgs& a) {
+  const int n = comm.size(), r = comm.rank();
+  return comm.AllToAllV(a.send, AllToAllVCounts(a.param, r, n, true), a.recv,
+                        AllToAllVCounts(a.param, r, n, false));
+}
+// Element i of my output lies in the block from some rank q; it is that block's j-th element,
+// which q keeps after the blocks it sends to ranks before me.
+Result ExpectAllToAllV(const ExpectContext& c, size_t i) {
+  const size_t unit = c.param / AllToAllVUnits(c.nranks);
+  for (int q = 0; q < c.nranks; ++q) {
+    const size_t block = AllToAllVBlock(unit, q, c.rank, c.nranks);
+    if (i >= block) {
+      i -= block;
+      continue;
+    }
+    size_t at = i;
+    for (int p = 0; p < c.rank; ++p) at += AllToAllVBlock(unit, q, p, c.nranks);
+    return P(c, q, at);
+  }
+  return std::nullopt;
+}
+
 // In OpKind order.
-constexpr std::array<OpKernel, 9> kKernels = {{
+constexpr std::array<OpKernel, 10> kKernels = {{
     {&RunAllReduce, &ExpectAllReduce},
     {&RunAllGather, &ExpectGathered},
     {&RunReduceScatter, &ExpectReduceScatter},
@@ -89,6 +113,7 @@ constexpr std::array<OpKernel, 9> kKernels = {{
     {&RunGather, &ExpectGather},
     {&RunScatter, &ExpectScatter},
     {&RunSendRecv, &ExpectSendRecv},
+    {&RunAllToAllV, &ExpectAllToAllV},
 }};
 
 }  // namespace

@@ -26,11 +26,19 @@ OpCounts Exchanged(size_t count, size_t elt, int n) {  // alltoall
   return {b * n, b * n, b, 0, 0};
 }
 
+OpCounts VarExchanged(size_t count, size_t elt, int n) {  // alltoallv: whole units per rank
+  size_t align = elt >= 16 ? 1 : 16 / elt;
+  size_t unit = (count / AllToAllVUnits(n)) & ~(align - 1);
+  size_t total = unit * AllToAllVUnits(n);
+  return {total, total, total, 0, 0};
+}
+
 int OneRank(int) { return 1; }
 int EveryRank(int n) { return n; }
 double Ring2(int n) { return 2.0 * (n - 1) / n; }
 double Ring1(int n) { return static_cast<double>(n - 1) / n; }
 double Unit(int) { return 1.0; }
+double LeavesRank(int n) { return 1.0 - 1.0 / static_cast<double>(AllToAllVUnits(n)); }
 
 }  // namespace
 
@@ -47,6 +55,8 @@ const std::vector<OpSpec>& AllOps() {
       {OpKind::kGather,        "gather",         "gather_perf",         false, true,  1, true,  &Gathered,  &EveryRank, &Ring1},
       {OpKind::kScatter,       "scatter",        "scatter_perf",        false, true,  1, true,  &Scattered, &EveryRank, &Ring1},
       {OpKind::kSendRecv,      "sendrecv",       "sendrecv_perf",       false, false, 2, false, &Whole,     &OneRank,   &Unit},
+      // Not an nccl-tests program: PyTorch's all_to_all_single with uneven split sizes.
+      {OpKind::kAllToAllV,     "alltoallv",      "alltoallv_perf",      false, false, 1, false, &VarExchanged, &OneRank, &LeavesRank},
   };
   // clang-format on
   return kOps;
@@ -64,6 +74,26 @@ std::string OpNames() {
   std::string out;
   for (const OpSpec& op : AllOps()) out += (out.empty() ? "" : ", ") + std::string(op.name);
   return out;
+}
+
+size_t AllToAllVUnits(int nranks) {
+  const size_t n = static_cast<size_t>(std::max(nranks, 1));
+  return n * (n + 1) / 2;
+}
+
+size_t AllToAllVBlock(size_t unit, int from, int to, int nranks) {
+  const int n = std::max(nranks, 1);
+  return unit * static_cast<size_t>(1 + ((to - from) % n + n) % n);
+}
+
+std::vector<size_t> AllToAllVCounts(size_t count, int rank, int nranks, bool outgoing) {
+  const size_t unit = count / AllToAllVUnits(nranks);
+  std::vector<size_t> counts;
+  for (int peer = 0; peer < nranks; ++peer) {
+    counts.push_back(outgoing ? AllToAllVBlock(unit, rank, peer, nranks)
+                              : AllToAllVBlock(unit, peer, rank, nranks));
+  }
+  return counts;
 }
 
 OpCounts CountsFor(const OpSpec& op, size_t bytes, size_t elt_size, int nranks) {

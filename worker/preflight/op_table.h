@@ -21,6 +21,7 @@ enum class OpKind {
   kGather,
   kScatter,
   kSendRecv,
+  kAllToAllV,
 };
 
 // Element counts of one op at one size (nccl-tests' getCollByteCount).
@@ -57,6 +58,17 @@ const std::vector<OpSpec>& AllOps();
 const OpSpec* FindOp(const std::string& name);
 // "allreduce, allgather, ..." for error messages and --help.
 std::string OpNames();
+
+// alltoallv's split rule (PyTorch's all_to_all_single with split sizes; nccl-tests has no
+// alltoallv): rank `from` sends 1 + ((to - from) mod n) units to rank `to`. The blocks differ per
+// pair, yet every rank sends and receives AllToAllVUnits(n) = n(n+1)/2 units, one of them to
+// itself; the "count" column is the elements each rank sends, and busbw counts the bytes that
+// leave the rank: algbw x (1 - 1 / AllToAllVUnits(n)) = algbw x (n-1)(n+2) / (n(n+1)).
+size_t AllToAllVUnits(int nranks);
+size_t AllToAllVBlock(size_t unit, int from, int to, int nranks);
+// Rank `rank`'s send (outgoing = true) or receive counts, one per peer, for a count column of
+// `count` elements (a multiple of AllToAllVUnits).
+std::vector<size_t> AllToAllVCounts(size_t count, int rank, int nranks, bool outgoing);
 
 // nccl-tests' counts for a requested size in bytes.
 OpCounts CountsFor(const OpSpec& op, size_t bytes, size_t elt_size, int nranks);

@@ -269,6 +269,7 @@ int RunPreflight(const PreflightContext& ctx, const std::vector<std::string>& ar
       return kExitPass;
     }
     const std::string backend = core::ResolveBackend(options.backend);
+    CheckBackendFlags(options, backend);
     options.ResolveDefaults(backend);
     Suite suite(ctx, options, backend);
     return suite.Run();

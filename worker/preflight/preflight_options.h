@@ -30,6 +30,9 @@ struct PreflightOptions {
   std::vector<core::ReduceOp> redops = {core::ReduceOp::kSum};      // -o
   int root = 0;  // -r; -1 = every rank in turn ("all")
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(10)};  // -T
+  int graph_launches =
+      0;  // -G: > 0 captures the -n iterations into a CUDA graph, launched this often
+  core::BufferRegistration registration = core::BufferRegistration::kNone;  // -R 0, 1, 2
   double slow_link_factor = 0.5;
   int p2p_retries = 2;   // re-measurements of a link below the threshold before it is flagged
   double min_busbw = 0;  // GB/s at the largest size, every op; 0 = no threshold
@@ -47,6 +50,23 @@ struct PreflightOptions {
   // Fills the backend-dependent defaults. Does not block.
   void ResolveDefaults(const std::string& resolved_backend);
 };
+
+// How one measurement issues its timed iterations, as nccl-tests' BenchTime does: -n ops back to
+// back, or (-G N) those -n ops captured into one graph that is launched N times; the time per op
+// is the elapsed time over timed_ops(). With a graph, each -c check also runs as a one-op graph.
+struct TimingPlan {
+  bool graph = false;
+  int captured_ops = 0;  // ops recorded into the graph (-n); 0 without one
+  int launches = 1;      // graph launches (-G); 1 without a graph
+  int iters = 1;         // -n
+  int timed_ops() const { return graph ? captured_ops * launches : iters; }
+};
+TimingPlan PlanTiming(const PreflightOptions& options);
+
+// -G and -R need the NCCL communicator (CUDA graphs, NCCL buffer registration): throws UsageError
+// naming the flag and the backend when `backend` ("gloo" or "nccl") is not nccl. The launcher
+// checks an explicit --backend gloo; a rank checks what --backend auto resolved to.
+void CheckBackendFlags(const PreflightOptions& options, const std::string& backend);
 
 // Throws UsageError naming the bad flag or value. world_size > 0 also checks -r and --hang-rank
 // against it. Does not block.
