@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdlib.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,8 +27,10 @@ TEST(WatchdogTest, SkippedCollectiveIsReportedWithTheMissingRank) {
   constexpr int kSize = 3;
   constexpr int kSkipper = 2;
   const auto timeout = std::chrono::milliseconds(800);
-  fs::path dir = fs::path(::testing::TempDir()) / "dlaunch_watchdog_test";
-  fs::create_directories(dir);
+  // A directory of its own: a stale dump from another run of this test must not be read as ours.
+  std::string pattern = (fs::path(::testing::TempDir()) / "dlaunch_watchdog_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const fs::path dir = pattern;
   auto store = MakeMemoryStore();
   std::mutex mu;
   std::vector<TimeoutReport> reports;
