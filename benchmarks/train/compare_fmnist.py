@@ -11,7 +11,10 @@ whole run's wall time, the median step time and the samples/s it implies (ranks 
 / step time, the same formula for both), each as the median of the runs with the range (min-max)
 beside it, and the 1-minute load average around the runs (the host may be shared). Then, at 4
 ranks, dlaunch with memory checkpoints off, at the default sampling and at every step, the three
-alternating: step time and the time spent taking them. Prints Markdown.
+alternating: step time and the time spent taking them. Prints Markdown. With --results FILE
+every run is appended to FILE and the tables cover all runs in it, so a measurement can be split
+into several invocations (`--nprocs` with no value: memory checkpoints only); --report prints
+the tables of FILE without running anything.
 """
 import argparse
 import glob
