@@ -2,13 +2,19 @@
 """Side-by-side on Fashion-MNIST: `dlaunch --nproc N train` against PyTorch DDP (fmnist_ddp.py,
 the same model, data order and hyper-parameters) under Debian's torchrun.
 
-  /usr/bin/python3 benchmarks/train/compare_fmnist.py --dlaunch build/launcher/dlaunch \
-      --nprocs 1 2 4 --epochs 2 --repeat 1
+  flock /tmp/dlaunch-bench.lock /usr/bin/python3 benchmarks/train/compare_fmnist.py \
+      --dlaunch build/launcher/dlaunch --nprocs 1 2 4 --epochs 2 --repeat 3
 
-For every rank count it runs both (alternating) and reports the test accuracy after each epoch,
-the time from launch to the first evaluation at or above --target (0.90), the whole run's wall
-time and the median step time. Then, at 4 ranks, dlaunch with memory checkpoints off, at the
-default sampling and at every step: step time and the time spent taking them. Prints Markdown.
+For every rank count it runs both `--repeat` times (alternating) and reports the test accuracy
+after each epoch, the time from launch to the first evaluation at or above --target (0.90), the
+whole run's wall time, the median step time and the samples/s it implies (ranks x per-rank batch
+/ step time, the same formula for both), each as the median of the runs with the range (min-max)
+beside it, and the 1-minute load average around the runs (the host may be shared). Then, at 4
+ranks, dlaunch with memory checkpoints off, at the default sampling and at every step, the three
+alternating: step time and the time spent taking them. Prints Markdown. With --results FILE
+every run is appended to FILE and the tables cover all runs in it, so a measurement can be split
+into several invocations (`--nprocs` with no value: memory checkpoints only); --report prints
+the tables of FILE without running anything.
 """
 import argparse
 import glob
@@ -40,9 +46,13 @@ def time_to(evals, start_ms, target):
     return None
 
 
+def load():
+    return os.getloadavg()[0]
+
+
 def dlaunch(a, n, env):
     with tempfile.TemporaryDirectory() as logs:
-        start = time.time()
+        load0, start = load(), time.time()
         run([a.dlaunch, "--nproc", str(n), "--log-dir", logs, "train", "--data-dir", a.data_dir,
              "--model", "cnn", "--epochs", str(a.epochs), "--no-preflight", "--quiet"], env)
         wall = time.time() - start
@@ -50,7 +60,9 @@ def dlaunch(a, n, env):
         done = [e for e in events(logs, "telemetry") if e.get("phase") == "done"][-1]
     return {"acc": [e["test_accuracy"] for e in evals],
             "t_target": time_to(evals, start * 1000, a.target), "wall": wall,
-            "step_ms": done["step_ms_median"]}
+            "step_ms": done["step_ms_median"],
+            "samples_s": n * a.batch_size * 1000 / done["step_ms_median"],
+            "load": (load0 + load()) / 2}
 
 
 def free_port():
@@ -62,7 +74,7 @@ def free_port():
 
 def pytorch(a, n, env):
     with tempfile.TemporaryDirectory() as logs:
-        start = time.time()
+        load0, start = load(), time.time()
         out = run(["/usr/bin/torchrun", "--nproc_per_node", str(n), "--master_port",
                    str(free_port()), "--redirects", "1", "--tee", "1", "--log_dir", logs, os.path.join(HERE, "fmnist_ddp.py"), "--epochs",
                    str(a.epochs), "--data-dir", a.data_dir], env)
@@ -72,7 +84,9 @@ def pytorch(a, n, env):
     done = [e for e in lines if e["event"] == "done"][-1]
     return {"acc": [e["test_accuracy"] for e in evals],
             "t_target": time_to(evals, start * 1000, a.target), "wall": wall,
-            "step_ms": done["step_ms_median"]}
+            "step_ms": done["step_ms_median"],
+            "samples_s": n * a.batch_size * 1000 / done["step_ms_median"],
+            "load": (load0 + load()) / 2}
 
 
 def memory_overhead(a, env, every):
@@ -81,77 +95,132 @@ def memory_overhead(a, env, every):
              "--steps", str(a.memory_steps), "--memory-every", str(every), "--no-preflight",
              "--quiet"], env)
         done = [e for e in events(logs, "telemetry") if e.get("phase") == "done"][-1]
-    return done["step_ms_median"], done["memory_checkpoint_ms"] / done["train_ms"]
+    return done["step_ms_median"], done["memory_checkpoint_ms"] / done["train_ms"], load()
 
 
 def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
+def spread(runs, key, spec):
+    """'median (min-max)' of the runs that have a value; '[k of n]' when some have none."""
+    vals = [r[key] for r in runs if r[key] is not None]
+    if not vals:
+        return "-"
+    out = format(statistics.median(vals), spec)
+    if len(vals) > 1:
+        out += " (%s-%s)" % (format(min(vals), spec), format(max(vals), spec))
+    if len(vals) < len(runs):
+        out += " [%d of %d]" % (len(vals), len(runs))
+    return out
+
+
+def record(a, rec, recs):
+    recs.append(rec)
+    print(json.dumps(rec), file=sys.stderr, flush=True)
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+def med(runs, key):
+    vals = [r[key] for r in runs if r[key] is not None]
+    return statistics.median(vals) if vals and len(vals) == len(runs) else None
+
+
+def report(a, recs):
+    side = [r for r in recs if r["impl"] in ("dlaunch", "pytorch") and r["epochs"] == a.epochs]
+    ranks = sorted({r["n"] for r in side})
+    rows = [(n, [r for r in side if r["n"] == n and r["impl"] == "dlaunch"],
+             [r for r in side if r["n"] == n and r["impl"] == "pytorch"]) for n in ranks]
+    rows = [row for row in rows if row[1] and row[2]]
+    if rows:
+        print("| ranks | runs (each) | epoch | dlaunch test acc | PyTorch test acc "
+              "| difference (points) |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for n, d_runs, p_runs in rows:
+            for e in range(a.epochs):
+                d = [{"a": r["acc"][e]} for r in d_runs]
+                p_ = [{"a": r["acc"][e]} for r in p_runs]
+                diff = 100 * (med(d, "a") - med(p_, "a"))
+                print("| %d | %d / %d | %d | %s | %s | %+.2f |" % (
+                    n, len(d_runs), len(p_runs), e + 1, spread(d, "a", ".4f"),
+                    spread(p_, "a", ".4f"), diff))
+        print()
+        print("| ranks | dlaunch step ms | PyTorch step ms | step ratio | dlaunch samples/s "
+              "| PyTorch samples/s | dlaunch time to %.2f (s) | PyTorch time to %.2f (s) | ratio "
+              "| dlaunch wall (s) | PyTorch wall (s) | load avg |" % (a.target, a.target))
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for n, d_runs, p_runs in rows:
+            dt, pt = med(d_runs, "t_target"), med(p_runs, "t_target")
+            ds, ps = med(d_runs, "step_ms"), med(p_runs, "step_ms")
+            loads = [r["load"] for r in d_runs + p_runs]
+            print("| %d | %s | %s | %.2fx | %s | %s | %s | %s | %s | %s | %s | %.1f (%.1f-%.1f) |"
+                  % (n, spread(d_runs, "step_ms", ".2f"), spread(p_runs, "step_ms", ".2f"),
+                     ds / ps, spread(d_runs, "samples_s", ".0f"),
+                     spread(p_runs, "samples_s", ".0f"), spread(d_runs, "t_target", ".1f"),
+                     spread(p_runs, "t_target", ".1f"),
+                     fmt(dt / pt if dt and pt else None, ".2f") + "x",
+                     spread(d_runs, "wall", ".1f"), spread(p_runs, "wall", ".1f"),
+                     statistics.median(loads), min(loads), max(loads)))
+    mem = [r for r in recs if r["impl"] == "memory"]
+    off = [r for r in mem if r["every"] == 0]
+    if not off:
+        return
+    off_ms = statistics.median(r["step_ms"] for r in off)
+    print()
+    print("| 4 ranks, %d steps | runs | step ms (min-max) | vs off | time in memory checkpoints "
+          "| load avg |" % mem[0]["steps"])
+    print("| --- | --- | --- | --- | --- | --- |")
+    for every, label in [(0, "off (`--memory-every 0`)"), (50, "default (`--memory-every 50`)"),
+                         (1, "every step (`--memory-every 1`)")]:
+        runs = [r for r in mem if r["every"] == every]
+        if not runs:
+            continue
+        s = med(runs, "step_ms")
+        print("| %s | %d | %s | %+.1f%% | %.3f%% | %s |" % (
+            label, len(runs), spread(runs, "step_ms", ".2f"), 100 * (s / off_ms - 1),
+            100 * med(runs, "share"), spread(runs, "load", ".1f")))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dlaunch", required=True)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--nprocs", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--nprocs", type=int, nargs="*", default=[1, 2, 4],
+                   help="rank counts of the side by side; none: memory checkpoints only")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--target", type=float, default=0.90)
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="the per-rank batch both use (the default of each), for samples/s")
     p.add_argument("--memory-steps", type=int, default=300)
     p.add_argument("--memory-repeat", type=int, default=3)
     p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--results", help="append every run to this JSON-lines file; the tables then "
+                   "cover all the runs in it (several invocations add up)")
+    p.add_argument("--report", action="store_true", help="only print the tables of --results")
     a = p.parse_args()
     env = dict(os.environ)
 
-    rows = []
-    for n in a.nprocs:
-        d_runs, p_runs = [], []
-        for _ in range(a.repeat):
-            d_runs.append(dlaunch(a, n, env))
-            print("dlaunch  %d ranks: %s" % (n, json.dumps(d_runs[-1])), file=sys.stderr)
-            p_runs.append(pytorch(a, n, env))
-            print("pytorch  %d ranks: %s" % (n, json.dumps(p_runs[-1])), file=sys.stderr)
-        rows.append((n, d_runs, p_runs))
-
-    def med(runs, key):
-        vals = [r[key] for r in runs if r[key] is not None]
-        return statistics.median(vals) if len(vals) == len(runs) else None
-
-    print("| ranks | epoch | dlaunch test acc | PyTorch test acc | difference (points) |")
-    print("| --- | --- | --- | --- | --- |")
-    for n, d_runs, p_runs in rows:
-        for e in range(a.epochs):
-            da = statistics.median(r["acc"][e] for r in d_runs)
-            pa = statistics.median(r["acc"][e] for r in p_runs)
-            print("| %d | %d | %.4f | %.4f | %+.2f |" % (n, e + 1, da, pa, 100 * (da - pa)))
-    print()
-    print("| ranks | dlaunch time to %.2f (s) | PyTorch time to %.2f (s) | ratio | dlaunch wall (s) "
-          "| PyTorch wall (s) | dlaunch step ms | PyTorch step ms | step ratio |"
-          % (a.target, a.target))
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for n, d_runs, p_runs in rows:
-        dt, pt = med(d_runs, "t_target"), med(p_runs, "t_target")
-        ds, ps = med(d_runs, "step_ms"), med(p_runs, "step_ms")
-        print("| %d | %s | %s | %s | %.1f | %.1f | %.2f | %.2f | %.2fx |" % (
-            n, fmt(dt, ".1f"), fmt(pt, ".1f"), fmt(dt / pt if dt and pt else None, ".2f") + "x",
-            med(d_runs, "wall"), med(p_runs, "wall"), ds, ps, ds / ps))
-    if a.skip_memory:
-        return
-    print()
-    results = {0: [], 50: [], 1: []}
-    for _ in range(a.memory_repeat):
-        for every in results:
-            results[every].append(memory_overhead(a, env, every))
-            print("memory-every %d: %s" % (every, results[every][-1]), file=sys.stderr)
-    off = statistics.median(r[0] for r in results[0])
-    print("| 4 ranks, %d steps, median of %d | step ms | vs off | time in memory checkpoints |"
-          % (a.memory_steps, a.memory_repeat))
-    print("| --- | --- | --- | --- |")
-    for every, label in [(0, "off (`--memory-every 0`)"), (50, "default (`--memory-every 50`)"),
-                         (1, "every step (`--memory-every 1`)")]:
-        s = statistics.median(r[0] for r in results[every])
-        share = statistics.median(r[1] for r in results[every])
-        print("| %s | %.2f | %+.1f%% | %.3f%% |" % (label, s, 100 * (s / off - 1), 100 * share))
-    print("\nraw: " + json.dumps(rows) + " " + json.dumps(results), file=sys.stderr)
+    recs = []
+    if a.results and os.path.exists(a.results):
+        with open(a.results) as f:
+            recs = [json.loads(l) for l in f if l.strip()]
+    elif a.report:
+        sys.exit("--report needs an existing --results FILE")
+    if not a.report:
+        for n in a.nprocs:
+            for _ in range(a.repeat):
+                record(a, dict(dlaunch(a, n, env), impl="dlaunch", n=n, epochs=a.epochs), recs)
+                record(a, dict(pytorch(a, n, env), impl="pytorch", n=n, epochs=a.epochs), recs)
+        if not a.skip_memory:
+            for _ in range(a.memory_repeat):
+                for every in (0, 50, 1):
+                    step_ms, share, load_avg = memory_overhead(a, env, every)
+                    record(a, {"impl": "memory", "every": every, "steps": a.memory_steps,
+                               "step_ms": step_ms, "share": share, "load": load_avg}, recs)
+    report(a, recs)
 
 
 if __name__ == "__main__":

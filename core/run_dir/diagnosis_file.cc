@@ -51,24 +51,23 @@ std::string RankDiagnosis::StateText() const {
 json DiagnosisToJson(const Diagnosis& d) {
   json ranks = json::array();
   for (const RankDiagnosis& r : d.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"culprit", r.culprit},
-                     {"state", r.StateText()},
-                     {"last_completed_seq", r.last_completed_seq},
-                     {"last_started_seq", r.last_started_seq},
-                     {"waiting_ms", r.waiting_ms},
-                     {"phase", r.phase},
-                     {"phase_for_ms", r.phase_for_ms},
-                     {"step", r.step},
-                     {"rss_bytes", r.rss_bytes},
-                     {"device_allocated_bytes", r.device_allocated_bytes},
-                     {"device_reserved_bytes", r.device_reserved_bytes},
-                     {"exit_code", r.exit_code},
-                     {"signal", r.signal},
-                     {"process_state", r.process_state},
-                     {"stack_top", r.stack_top},
-                     {"nccl_warnings", r.nccl_warnings},
-                     {"line", r.line}});
+    json rank = {{"rank", r.rank},
+                 {"culprit", r.culprit},
+                 {"state", r.StateText()},
+                 {"last_completed_seq", r.last_completed_seq},
+                 {"last_started_seq", r.last_started_seq},
+                 {"waiting_ms", r.waiting_ms},
+                 {"phase", r.phase},
+                 {"phase_for_ms", r.phase_for_ms},
+                 {"step", r.step},
+                 {"exit_code", r.exit_code},
+                 {"signal", r.signal},
+                 {"process_state", r.process_state},
+                 {"stack_top", r.stack_top},
+                 {"nccl_warnings", r.nccl_warnings},
+                 {"line", r.line}};
+    PutMemoryFigures(r, &rank);
+    ranks.push_back(std::move(rank));
   }
   return {{"schema", SchemaId(kDiagnosisSchema)},
           {"kind", DiagnosisKindName(d.kind)},
@@ -120,6 +119,7 @@ Diagnosis DiagnosisFromJson(const json& j) {
   for (const json& r : *ranks) {
     if (!r.is_object() || d.ranks.size() >= kMaxRanks) continue;
     RankDiagnosis rd;
+    static_cast<MemoryFigures&>(rd) = GetMemoryFigures(r);
     rd.rank = detail::GetInt32(r, "rank", 0, 0, kMaxRanks);
     rd.culprit = detail::GetBool(r, "culprit", false);
     const std::string state = GetString(r, "state");
@@ -133,9 +133,6 @@ Diagnosis DiagnosisFromJson(const json& j) {
     rd.phase = GetString(r, "phase");
     rd.phase_for_ms = GetInt(r, "phase_for_ms", -1);
     rd.step = GetInt(r, "step", -1);
-    rd.rss_bytes = GetInt(r, "rss_bytes", -1);
-    rd.device_allocated_bytes = GetInt(r, "device_allocated_bytes", -1);
-    rd.device_reserved_bytes = GetInt(r, "device_reserved_bytes", -1);
     rd.exit_code = detail::GetInt32(r, "exit_code", -1);
     rd.signal = detail::GetInt32(r, "signal", 0, 0, 128);
     rd.process_state = GetString(r, "process_state");

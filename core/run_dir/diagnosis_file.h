@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/run_dir/flight_file.h"
+#include "core/run_dir/memory_figures.h"
 #include "core/run_dir/paths.h"
 
 namespace dlaunch::rundir {
@@ -57,7 +58,8 @@ enum class RankState {
 const char* RankStateName(RankState state);
 RankState ParseRankState(std::string_view name);
 
-struct RankDiagnosis {
+// The rank's last memory figures (telemetry, heartbeat) are flat in the file, as in the struct.
+struct RankDiagnosis : MemoryFigures {
   int rank = 0;
   bool culprit = false;
   RankState state = RankState::kUnknown;
@@ -69,9 +71,6 @@ struct RankDiagnosis {
   std::string phase;
   int64_t phase_for_ms = -1;
   int64_t step = -1;
-  int64_t rss_bytes = -1;
-  int64_t device_allocated_bytes = -1;
-  int64_t device_reserved_bytes = -1;
   int exit_code = -1;  // -1 while running or unknown
   int signal = 0;
   std::string process_state;

@@ -12,6 +12,7 @@
 
 namespace dlaunch::rundir {
 
+using detail::GetDouble;
 using detail::GetInt;
 using detail::GetString;
 using nlohmann::json;
@@ -30,6 +31,38 @@ std::string EventToLine(int64_t unix_ms, int rank, const std::string& kind, cons
       {"schema", SchemaId(kEventsSchema)}, {"unix_ms", unix_ms}, {"rank", rank}, {"kind", kind}};
   if (body.is_object()) line.update(body);
   return detail::Dump(line);
+}
+
+json TelemetryToJson(const TelemetrySample& s) {
+  json body = {{"step", s.step},
+               {"total_steps", s.total_steps},
+               {"loss", s.loss},
+               {"phase", s.phase},
+               {"samples_per_sec", s.samples_per_sec},
+               {"step_ms", s.step_ms},
+               {"compute_ms", s.compute_ms},
+               {"comm_wait_ms", s.comm_wait_ms},
+               {"bytes_communicated", s.bytes_communicated}};
+  if (s.train_accuracy >= 0) body["train_accuracy"] = s.train_accuracy;
+  PutMemoryFigures(s, &body);
+  return body;
+}
+
+TelemetrySample TelemetryFromJson(const json& j) {
+  TelemetrySample s;
+  static_cast<MemoryFigures&>(s) = GetMemoryFigures(j);
+  s.unix_ms = GetInt(j, "unix_ms", 0);
+  s.step = GetInt(j, "step", -1);
+  s.total_steps = GetInt(j, "total_steps", -1);
+  s.loss = GetDouble(j, "loss", -1);
+  s.train_accuracy = GetDouble(j, "train_accuracy", -1);
+  s.phase = GetString(j, "phase");
+  s.samples_per_sec = GetDouble(j, "samples_per_sec", -1);
+  s.step_ms = GetDouble(j, "step_ms", -1);
+  s.compute_ms = GetDouble(j, "compute_ms", -1);
+  s.comm_wait_ms = GetDouble(j, "comm_wait_ms", -1);
+  s.bytes_communicated = GetInt(j, "bytes_communicated", -1);
+  return s;
 }
 
 EventLog::EventLog(const std::string& path) {
@@ -96,18 +129,7 @@ FileState ReadEvents(const std::string& path, const std::string& label, EventsFi
     e.unix_ms = GetInt(j, "unix_ms", 0);
     e.rank = detail::GetInt32(j, "rank", -1, -1);
     if (e.type() == EventKind::kTelemetry) {
-      TelemetrySample s;
-      s.unix_ms = e.unix_ms;
-      s.step = GetInt(j, "step", -1);
-      s.phase = GetString(j, "phase");
-      s.rss_bytes = GetInt(j, "rss_bytes", -1);
-      s.peak_rss_bytes = GetInt(j, "peak_rss_bytes", -1);
-      s.device_allocated_bytes = GetInt(j, "device_allocated_bytes", -1);
-      s.device_reserved_bytes = GetInt(j, "device_reserved_bytes", -1);
-      s.device_peak_bytes = GetInt(j, "device_peak_bytes", -1);
-      s.device_free_bytes = GetInt(j, "device_free_bytes", -1);
-      s.device_total_bytes = GetInt(j, "device_total_bytes", -1);
-      out->telemetry.push_back(std::move(s));
+      out->telemetry.push_back(TelemetryFromJson(j));
     } else {
       e.body = std::move(j);
       out->events.push_back(std::move(e));

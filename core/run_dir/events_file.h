@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/run_dir/flight_file.h"
+#include "core/run_dir/memory_figures.h"
 
 namespace dlaunch::rundir {
 
@@ -30,19 +31,26 @@ struct Event {
   EventKind type() const { return ParseEventKind(kind); }
 };
 
-// The fields of a "telemetry" line diagnosis uses; -1 where absent.
-struct TelemetrySample {
-  int64_t unix_ms = 0;
+// A "telemetry" line: what a rank reads off itself every heartbeat window (averaged over it).
+// Unknown figures are -1. The memory figures come first in the struct, flat, as in the line.
+struct TelemetrySample : MemoryFigures {
+  int64_t unix_ms = 0;  // of the line; not part of the body
   int64_t step = -1;
-  std::string phase;  // init | data | forward | backward | communication | optimizer | ...
-  int64_t rss_bytes = -1;
-  int64_t peak_rss_bytes = -1;
-  int64_t device_allocated_bytes = -1;
-  int64_t device_reserved_bytes = -1;
-  int64_t device_peak_bytes = -1;
-  int64_t device_free_bytes = -1;
-  int64_t device_total_bytes = -1;
+  int64_t total_steps = -1;
+  double loss = -1;
+  double train_accuracy = -1;  // 0..1 over the window's training batches; -1 = not measured
+  std::string phase;           // init | data | forward | backward | communication | optimizer | ...
+  double samples_per_sec = -1;
+  double step_ms = -1;
+  double compute_ms = -1;           // per step
+  double comm_wait_ms = -1;         // per step, blocked waiting for collectives
+  int64_t bytes_communicated = -1;  // in the window
 };
+
+// The line's body (no "schema", "unix_ms", "rank", "kind"); `train_accuracy` only when measured.
+nlohmann::json TelemetryToJson(const TelemetrySample& sample);
+// Lenient: absent or mistyped fields are -1 ("" for the phase); unix_ms comes from the line too.
+TelemetrySample TelemetryFromJson(const nlohmann::json& line);
 
 struct EventsFile {
   std::vector<TelemetrySample> telemetry;  // the "telemetry" lines, in file order

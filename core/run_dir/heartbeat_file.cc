@@ -23,14 +23,8 @@ void WriteHeartbeat(const std::string& path, const Heartbeat& h) {
               {"last_started_seq", h.last_started_seq},
               {"last_completed_seq", h.last_completed_seq},
               {"current_op", h.current_op},
-              {"rss_bytes", h.rss_bytes},
-              {"peak_rss_bytes", h.peak_rss_bytes},
               {"section", nullptr}};
-  for (const auto& [key, value] : {std::pair{"device_allocated_bytes", h.device_allocated_bytes},
-                                   {"device_reserved_bytes", h.device_reserved_bytes},
-                                   {"device_peak_bytes", h.device_peak_bytes}}) {
-    if (value >= 0) doc[key] = value;
-  }
+  PutMemoryFigures(h, &doc);
   if (!h.section.empty()) {
     doc["section"] = {
         {"name", h.section},
@@ -49,6 +43,7 @@ FileState ReadHeartbeat(const std::string& path, const std::string& label, Heart
     return state;
   }
   Heartbeat& h = *out;
+  static_cast<MemoryFigures&>(h) = GetMemoryFigures(j);
   h.rank = detail::GetInt32(j, "rank", -1, -1);
   h.pid = detail::GetInt32(j, "pid", 0, 0);
   h.unix_ms = GetInt(j, "unix_ms", 0);
@@ -59,11 +54,6 @@ FileState ReadHeartbeat(const std::string& path, const std::string& label, Heart
   h.last_started_seq = GetInt(j, "last_started_seq", -1);
   h.last_completed_seq = GetInt(j, "last_completed_seq", -1);
   h.current_op = GetString(j, "current_op");
-  h.rss_bytes = GetInt(j, "rss_bytes", -1);
-  h.peak_rss_bytes = GetInt(j, "peak_rss_bytes", -1);
-  h.device_allocated_bytes = GetInt(j, "device_allocated_bytes", -1);
-  h.device_reserved_bytes = GetInt(j, "device_reserved_bytes", -1);
-  h.device_peak_bytes = GetInt(j, "device_peak_bytes", -1);
   auto section = j.find("section");
   if (section != j.end() && section->is_object()) {
     h.section = GetString(*section, "name");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_dir/memory_figures.h"
 #include "core/run_dir/schema.h"
 
 namespace dlaunch::rundir {
@@ -16,7 +17,9 @@ inline constexpr char kHeartbeatSchema[] = "heartbeat";
 inline constexpr char kDumpRequestSchema[] = "dump_request";
 inline constexpr size_t kMaxHeartbeatBytes = 64 << 10;
 
-struct Heartbeat {
+// The memory figures (all seven; the agent writes the device ones on CUDA only) are flat in the
+// file, as in the struct.
+struct Heartbeat : MemoryFigures {
   int rank = -1;
   int pid = 0;
   int64_t unix_ms = 0;  // when the agent wrote it
@@ -27,11 +30,6 @@ struct Heartbeat {
   int64_t last_started_seq = -1;
   int64_t last_completed_seq = -1;
   std::string current_op;  // of the collective in flight; "" when none
-  int64_t rss_bytes = -1;
-  int64_t peak_rss_bytes = -1;
-  int64_t device_allocated_bytes = -1;
-  int64_t device_reserved_bytes = -1;
-  int64_t device_peak_bytes = -1;
   // dlaunch.section(name, timeout_s): "" outside one; timeout -1 = the job's --hang-timeout.
   std::string section;
   int64_t section_since_unix_ms = 0;

@@ -7,6 +7,7 @@
 #include "core/run_dir/events_file.h"
 #include "core/run_dir/flight_file.h"
 #include "core/run_dir/heartbeat_file.h"
+#include "core/run_dir/memory_figures.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/rank_logs.h"
 #include "core/run_dir/report_files.h"

@@ -25,9 +25,7 @@ void MergeFlightAndTelemetry(const RankRecord& rec, RankFacts& v) {
     const TelemetrySample& last = telemetry.back();
     v.phase = last.phase;
     v.step = last.step;
-    v.rss = last.rss_bytes;
-    v.device_allocated = last.device_allocated_bytes;
-    v.device_reserved = last.device_reserved_bytes;
+    v.memory = last;
     v.phase_since_ms = last.unix_ms;
     for (auto it = telemetry.rbegin(); it != telemetry.rend() && it->phase == last.phase; ++it) {
       v.phase_since_ms = it->unix_ms;
@@ -57,12 +55,12 @@ void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v)
       if (rec.live_phase_since_unix_ms > 0) v.phase_since_ms = rec.live_phase_since_unix_ms;
     }
     v.step = live.status.step;
-    if (live.status.rss_bytes >= 0) v.rss = live.status.rss_bytes;
+    if (live.status.rss_bytes >= 0) v.memory.rss_bytes = live.status.rss_bytes;
     if (live.status.device_allocated_bytes >= 0) {
-      v.device_allocated = live.status.device_allocated_bytes;
+      v.memory.device_allocated_bytes = live.status.device_allocated_bytes;
     }
     if (live.status.device_reserved_bytes >= 0) {
-      v.device_reserved = live.status.device_reserved_bytes;
+      v.memory.device_reserved_bytes = live.status.device_reserved_bytes;
     }
     if (!rec.answered_dump && !live.exited) {
       v.missed_dump = true;

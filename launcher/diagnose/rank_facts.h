@@ -62,7 +62,7 @@ struct RankFacts {
   std::string phase;
   int64_t phase_since_ms = 0;
   int64_t step = -1;
-  int64_t rss = -1, device_allocated = -1, device_reserved = -1;
+  rundir::MemoryFigures memory;  // the last telemetry line's, then the live heartbeat's
   int64_t last_activity_ms = 0;  // output or telemetry: for programs without a flight recorder
 
   // How it ended.

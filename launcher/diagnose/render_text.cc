@@ -355,9 +355,7 @@ class Renderer {
     rd.phase_for_ms =
         (v.phase_since_ms > 0 && v.ref_ms >= v.phase_since_ms) ? v.ref_ms - v.phase_since_ms : -1;
     rd.step = v.step;
-    rd.rss_bytes = v.rss;
-    rd.device_allocated_bytes = v.device_allocated;
-    rd.device_reserved_bytes = v.device_reserved;
+    static_cast<rundir::MemoryFigures&>(rd) = v.memory;
     rd.exit_code = v.exited ? v.exit_code : -1;
     rd.signal = v.signal;
     rd.process_state = v.process_state;
@@ -402,8 +400,10 @@ class Renderer {
     }
     if (!v.phase.empty()) line << "; " << PhaseFor(v);
     if (v.step >= 0) line << "; step " << v.step;
-    if (v.rss >= 0) line << "; rss " << FormatBytes(v.rss);
-    if (v.device_allocated >= 0) line << "; device " << FormatBytes(v.device_allocated);
+    if (v.memory.rss_bytes >= 0) line << "; rss " << FormatBytes(v.memory.rss_bytes);
+    if (v.memory.device_allocated_bytes >= 0) {
+      line << "; device " << FormatBytes(v.memory.device_allocated_bytes);
+    }
     if (v.unresponsive()) {
       line << "; " << UnresponsiveWhy(v);
     } else if (!v.process_state.empty()) {

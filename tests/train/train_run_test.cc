@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/run_dir/events_file.h"
 #include "core/store.h"
 #include "tests/train/train_test_util.h"
 #include "worker/train/checkpoint.h"
@@ -197,6 +198,28 @@ TEST_F(TrainRunTest, WritesTelemetryEvents) {
         << "rank " << r;
     EXPECT_TRUE(preflight) << "rank " << r;
     EXPECT_TRUE(done) << "rank " << r;
+    // What diagnosis reads back: every telemetry line with the memory figures the trainer wrote
+    // (host figures on CPU, the device ones unknown), and the same seven in the memory lines.
+    rundir::EventsFile back;
+    std::vector<std::string> problems;
+    ASSERT_EQ(rundir::ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl",
+                                 "events.jsonl", &back, &problems),
+              rundir::FileState::kOk);
+    EXPECT_TRUE(problems.empty());
+    ASSERT_EQ(static_cast<int>(back.telemetry.size()), telemetry);
+    for (const rundir::TelemetrySample& s : back.telemetry) {
+      EXPECT_GT(s.rss_bytes, 0);
+      EXPECT_GE(s.peak_rss_bytes, s.rss_bytes);
+      EXPECT_EQ(s.device_allocated_bytes, -1);
+      EXPECT_EQ(s.total_steps, 30);
+      EXPECT_FALSE(s.phase.empty());
+    }
+    for (auto& e : events) {
+      if (e["kind"] != "memory") continue;
+      const rundir::MemoryFigures m = rundir::GetMemoryFigures(e["phases"]["backward"]);
+      EXPECT_EQ(rundir::MemoryFiguresJson(m), e["phases"]["backward"]) << e.dump();
+      EXPECT_GE(m.peak_rss_bytes, m.rss_bytes);
+    }
   }
 }
 

@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+
+#include "core/telemetry.h"
 
 #ifdef DLAUNCH_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -14,8 +17,8 @@
 
 namespace dlaunch::worker {
 
-MemoryReading ReadMemory(int cuda_device) {
-  MemoryReading m;
+rundir::MemoryFigures ReadMemory(int cuda_device) {
+  rundir::MemoryFigures m;
   // statm's second field is the resident set in pages: one read, no parsing of field names.
   int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -29,6 +32,8 @@ MemoryReading ReadMemory(int cuda_device) {
       m.rss_bytes = std::strtoll(p, nullptr, 10) * ::sysconf(_SC_PAGESIZE);
     }
   }
+  // getrusage's high-water mark lags the page counters a little; a peak is never below now.
+  m.peak_rss_bytes = std::max(core::PeakRssBytes(), m.rss_bytes);
 #ifdef DLAUNCH_TORCH_CUDA
   if (cuda_device >= 0) {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_device);

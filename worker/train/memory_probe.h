@@ -6,20 +6,14 @@
 #include <cstdint>
 #include <string>
 
+#include "core/run_dir/memory_figures.h"
+
 namespace dlaunch::worker {
 
-struct MemoryReading {
-  int64_t rss_bytes = -1;
-  int64_t device_allocated_bytes = -1;  // CUDA only, else -1
-  int64_t device_reserved_bytes = -1;
-  int64_t device_peak_bytes = -1;
-  int64_t device_free_bytes = -1;
-  int64_t device_total_bytes = -1;
-};
-
-// Reads /proc/self/statm (one read(2), a few microseconds) and, with `cuda_device` >= 0, the
-// allocator's counters of that device. Does not block.
-MemoryReading ReadMemory(int cuda_device);
+// Reads /proc/self/statm (one read(2), a few microseconds) and getrusage's peak and, with
+// `cuda_device` >= 0, the allocator's counters of that device (the device figures stay -1
+// otherwise). Does not block.
+rundir::MemoryFigures ReadMemory(int cuda_device);
 
 // The byte count in "tried to allocate 1234 bytes" (CPU) or "Tried to allocate 2.00 GiB" (CUDA);
 // -1 when the message names none.

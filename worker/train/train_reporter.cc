@@ -19,25 +19,6 @@ std::string Bytes(double b) {
 
 }  // namespace
 
-nlohmann::json TelemetryJson(const TelemetrySample& s) {
-  return {{"step", s.step},
-          {"total_steps", s.total_steps},
-          {"loss", s.loss},
-          {"phase", core::PhaseName(s.phase)},
-          {"samples_per_sec", s.samples_per_sec},
-          {"step_ms", s.step_ms},
-          {"compute_ms", s.compute_ms},
-          {"comm_wait_ms", s.comm_wait_ms},
-          {"bytes_communicated", s.bytes_communicated},
-          {"rss_bytes", s.rss_bytes},
-          {"peak_rss_bytes", s.peak_rss_bytes},
-          {"device_allocated_bytes", s.device_allocated_bytes},
-          {"device_reserved_bytes", s.device_reserved_bytes},
-          {"device_peak_bytes", s.device_peak_bytes},
-          {"device_free_bytes", s.device_free_bytes},
-          {"device_total_bytes", s.device_total_bytes}};
-}
-
 std::string FormatRankTable(const std::vector<RankSummary>& ranks, const std::string& device) {
   std::ostringstream out;
   char line[200];

@@ -21,29 +21,6 @@ class EventLog;
 
 namespace dlaunch::worker {
 
-// One telemetry reading, averaged over the heartbeat window it closes.
-struct TelemetrySample {
-  int64_t step = 0;
-  int64_t total_steps = 0;
-  double loss = 0;
-  core::Phase phase = core::Phase::kForward;
-  double samples_per_sec = 0;
-  double step_ms = 0;
-  double compute_ms = 0;           // per step
-  double comm_wait_ms = 0;         // per step
-  int64_t bytes_communicated = 0;  // in the window
-  int64_t rss_bytes = -1;
-  int64_t peak_rss_bytes = -1;
-  int64_t device_allocated_bytes = -1;
-  int64_t device_reserved_bytes = -1;
-  int64_t device_peak_bytes = -1;
-  int64_t device_free_bytes = -1;
-  int64_t device_total_bytes = -1;
-};
-
-// The "telemetry" event body of the shared events.jsonl format.
-nlohmann::json TelemetryJson(const TelemetrySample& s);
-
 // Per-rank totals gathered at the end for rank 0's table.
 struct RankSummary {
   int rank = 0;

@@ -101,9 +101,9 @@ class Trainer {
 
   // Memory checkpoints of the step in progress (when sampled) and their cost.
   bool memory_sampled_ = false;  // this step takes memory checkpoints
-  std::array<MemoryReading, static_cast<size_t>(MemoryPhase::kCount)> memory_{};
+  std::array<rundir::MemoryFigures, static_cast<size_t>(MemoryPhase::kCount)> memory_{};
   MemoryPhase last_memory_phase_ = MemoryPhase::kData;
-  MemoryReading last_memory_;
+  rundir::MemoryFigures last_memory_;
   int64_t memory_window_samples_ = 0;
   Clock::time_point memory_window_start_;
   double memory_ms_ = 0;

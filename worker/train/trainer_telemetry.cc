@@ -11,6 +11,7 @@
 #include "core/base/proc.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/events_file.h"
 #include "core/telemetry.h"
 #include "worker/train/trainer.h"
 
@@ -21,16 +22,6 @@ using nlohmann::json;
 
 // Every step's memory is read for the first steps (where allocations settle), then sampled.
 constexpr int64_t kMemoryEveryStepUntil = 10;
-
-json ReadingJson(const MemoryReading& m) {
-  json j = {{"rss_bytes", m.rss_bytes}};
-  if (m.device_allocated_bytes >= 0) {
-    j["device_allocated_bytes"] = m.device_allocated_bytes;
-    j["device_reserved_bytes"] = m.device_reserved_bytes;
-    j["device_peak_bytes"] = m.device_peak_bytes;
-  }
-  return j;
-}
 
 }  // namespace
 
@@ -63,7 +54,7 @@ void Trainer::StartMemoryCheckpoints() {
 void Trainer::MemoryCheckpoint(MemoryPhase phase) {
   if (!memory_sampled_) return;
   auto t0 = Clock::now();
-  MemoryReading m = ReadMemory(cuda_ ? device_.index() : -1);
+  rundir::MemoryFigures m = ReadMemory(cuda_ ? device_.index() : -1);
   memory_[static_cast<size_t>(phase)] = m;
   last_memory_ = m;
   last_memory_phase_ = phase;
@@ -76,8 +67,8 @@ void Trainer::PostMemoryCheckpoints() {
   json phases = json::object();
   int64_t rss = 0, allocated = -1, reserved = -1;
   for (size_t i = 0; i < memory_.size(); ++i) {
-    const MemoryReading& m = memory_[i];
-    phases[MemoryPhaseName(static_cast<MemoryPhase>(i))] = ReadingJson(m);
+    const rundir::MemoryFigures& m = memory_[i];
+    phases[MemoryPhaseName(static_cast<MemoryPhase>(i))] = rundir::MemoryFiguresJson(m);
     rss = std::max(rss, m.rss_bytes);
     allocated = std::max(allocated, m.device_allocated_bytes);
     reserved = std::max(reserved, m.device_reserved_bytes);
@@ -111,31 +102,23 @@ void Trainer::Heartbeat(bool final_beat) {
     ~Timer() { total += Ms(Clock::now() - start); }
   } timer{telemetry_ms_};
   double secs = std::chrono::duration<double>(now - window_start_).count();
-  TelemetrySample s;
+  rundir::TelemetrySample s;
+  static_cast<rundir::MemoryFigures&>(s) = ReadMemory(cuda_ ? device_.index() : -1);
   s.step = step_;
   s.total_steps = total_steps_;
   s.loss = last_loss_;
-  s.phase = final_beat ? core::Phase::kDone : phase_;
+  const core::Phase phase = final_beat ? core::Phase::kDone : phase_;
+  s.phase = core::PhaseName(phase);
   int64_t n = std::max<int64_t>(window_steps_, 1);
   s.samples_per_sec = secs > 0 ? window_steps_ * opts_.batch_size * opts_.grad_accum / secs : 0;
   s.step_ms = window_step_ms_ / n;
   s.comm_wait_ms = window_comm_ms_ / n;
   s.compute_ms = s.step_ms - s.comm_wait_ms;
   s.bytes_communicated = window_bytes_;
-  MemoryReading dm = ReadMemory(cuda_ ? device_.index() : -1);
-  s.rss_bytes = dm.rss_bytes;
-  s.peak_rss_bytes = core::PeakRssBytes();
-  s.device_allocated_bytes = dm.device_allocated_bytes;
-  s.device_reserved_bytes = dm.device_reserved_bytes;
-  s.device_peak_bytes = dm.device_peak_bytes;
-  s.device_free_bytes = dm.device_free_bytes;
-  s.device_total_bytes = dm.device_total_bytes;
-  json body = TelemetryJson(s);
-  double train_accuracy = -1;
   if (window_correct_.defined() && window_seen_ > 0) {
-    train_accuracy = window_correct_.item<double>() / static_cast<double>(window_seen_);
-    body["train_accuracy"] = train_accuracy;
+    s.train_accuracy = window_correct_.item<double>() / static_cast<double>(window_seen_);
   }
+  json body = rundir::TelemetryToJson(s);
   window_correct_ = torch::Tensor();
   window_seen_ = 0;
   if (final_beat) {
@@ -149,9 +132,9 @@ void Trainer::Heartbeat(bool final_beat) {
     body["memory_checkpoint_ms"] = memory_ms_;
     body["run_samples_per_sec"] = total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0;
   }
-  reporter_.Status([&s](core::RankStatus& st) {
+  reporter_.Status([&s, phase](core::RankStatus& st) {
     st.step = s.step;
-    st.phase = s.phase;
+    st.phase = phase;
     st.loss = s.loss;
     st.samples_per_sec = s.samples_per_sec;
     st.rss_bytes = s.rss_bytes;
@@ -161,7 +144,7 @@ void Trainer::Heartbeat(bool final_beat) {
     st.device_peak_bytes = s.device_peak_bytes;
   });
   // Round trips to the coordinator happen on the reporter's thread, off the training step.
-  reporter_.Post([this, body = std::move(body), s, final_beat, train_accuracy] {
+  reporter_.Post([this, body = std::move(body), s, final_beat] {
     reporter_.Event("telemetry", body);
     // The slowest rank comes through the store: a collective here would force every rank to
     // beat at the same step, and a slow rank is exactly the one that would make that wait.
@@ -179,7 +162,7 @@ void Trainer::Heartbeat(bool final_beat) {
     }
     std::string line =
         FormatProgressLine(s.step, s.total_steps, s.loss, s.samples_per_sec * ctx_.world_size,
-                           slowest, slowest_ms, train_accuracy);
+                           slowest, slowest_ms, s.train_accuracy);
     std::lock_guard<std::mutex> lock(console_mu_);
     if (isatty(STDOUT_FILENO)) {
       std::cout << "\r[train] " << line << "\x1b[K" << std::flush;
@@ -200,11 +183,11 @@ void Trainer::Finish() {
   std::vector<double> sorted = step_ms_;
   std::sort(sorted.begin(), sorted.end());
   double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  MemoryReading m = ReadMemory(cuda_ ? device_.index() : -1);
+  rundir::MemoryFigures m = ReadMemory(cuda_ ? device_.index() : -1);
   constexpr int kFields = 6;
   double local[kFields] = {static_cast<double>(cuda_ ? m.device_allocated_bytes : m.rss_bytes),
                            static_cast<double>(cuda_ ? m.device_reserved_bytes : -1),
-                           static_cast<double>(cuda_ ? m.device_peak_bytes : core::PeakRssBytes()),
+                           static_cast<double>(cuda_ ? m.device_peak_bytes : m.peak_rss_bytes),
                            total_step_ms_ > 0 ? total_comm_ms_ / total_step_ms_ : 0,
                            total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0,
                            median};
@@ -237,7 +220,7 @@ void Trainer::Finish() {
 
 int Trainer::ReportOom(const std::string& what) {
   int64_t tried = TriedToAllocate(what);
-  MemoryReading dm = ReadMemory(cuda_ ? device_.index() : -1);
+  rundir::MemoryFigures dm = ReadMemory(cuda_ ? device_.index() : -1);
   struct rlimit lim {};
   int64_t as_limit = -1;
   if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
@@ -256,7 +239,7 @@ int Trainer::ReportOom(const std::string& what) {
     if (as_limit >= 0 && (total < 0 || as_limit < total)) total = as_limit;
     memory = {{"allocated_bytes", dm.rss_bytes},
               {"reserved_bytes", base::ProcStatusBytes("VmSize")},
-              {"peak_bytes", core::PeakRssBytes()},
+              {"peak_bytes", dm.peak_rss_bytes},
               {"total_bytes", total},
               {"address_space_limit_bytes", as_limit}};
   }
@@ -287,7 +270,7 @@ int Trainer::ReportOom(const std::string& what) {
                   {"advice", advice},
                   {"exception", what.substr(0, 2000)}};
   if (last_memory_.rss_bytes >= 0) {
-    json last = ReadingJson(last_memory_);
+    json last = rundir::MemoryFiguresJson(last_memory_);
     last["after"] = MemoryPhaseName(last_memory_phase_);
     details["last_memory_checkpoint"] = last;
   }
