@@ -18,6 +18,8 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;
+    run.error = files.summary->error;
+    run.nodes = files.summary->nodes;
     for (rundir::SummaryRank& r : files.summary->ranks) {
       if (r.rank >= 0 && r.rank < run.world_size) run.ranks[r.rank].summary = std::move(r);
     }
