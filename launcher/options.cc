@@ -313,7 +313,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
     o.ranks_filter = ParseRankList(*f);
   }
   o.nccl_debug = First<std::string>(vm, {"nccl-debug"}).value_or("");
-  if (!o.nccl_debug.empty()) {
+  if (vm.count("nccl-debug")) {
     static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT", "off"};
     if (std::none_of(std::begin(kLevels), std::end(kLevels),
                      [&](const char* l) { return o.nccl_debug == l; })) {
