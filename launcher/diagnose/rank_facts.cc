@@ -199,8 +199,15 @@ void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts) {
   }
   if (lost.empty()) return;
   for (RankFacts& v : facts) {
-    if (!v.record || !v.record->summary || !v.record->summary->node_rank) continue;
-    auto it = lost.find(*v.record->summary->node_rank);
+    // Global rank = node rank x ranks per node + local rank: that holds even for a rank the lost
+    // node never reported (it went away before its first status).
+    int node = -1;
+    if (run.local_ranks > 0) {
+      node = v.rank / run.local_ranks;
+    } else if (v.record && v.record->summary && v.record->summary->node_rank) {
+      node = *v.record->summary->node_rank;
+    }
+    auto it = lost.find(node);
     if (it == lost.end()) continue;
     v.lost_node = it->first;
     v.lost_node_label = it->second;

@@ -31,9 +31,10 @@ std::vector<Args> BadCommandLines() {
       cases.push_back({std::string(flag) + "=" + v, "true"});
     }
   }
-  for (const char* v : {"0", "-1", "abc", "1e3", "99999999999", "", "gpu", "70000", "2x"}) {
+  for (const char* v : {"0", "-1", "abc", "1e3", "99999999999", "", "70000", "2x", "GPU"}) {
     cases.push_back({"--nproc", v, "true"});
   }
+  if (!fs::exists("/proc/driver/nvidia/gpus")) cases.push_back({"--nproc", "gpu", "true"});
   for (const char* v : {"0", "-1", "abc", "4294967296"}) cases.push_back({"--nnodes", v, "true"});
   cases.push_back({"--node-rank", "-1", "true"});
   cases.push_back({"--node-rank", "3", "true"});
@@ -130,6 +131,20 @@ TEST(ChaosBadInputTest, EveryBadCommandLineIsExitTwoBeforeAnyRank) {
     fs::remove_all(logs, ec);
   }
   EXPECT_EQ(right, tried);
+}
+
+// Too few file descriptors for the ranks is a set-up error naming the limit, before any rank.
+TEST(ChaosBadInputTest, TooFewFileDescriptorsIsExitTwoNamingTheLimit) {
+  ScratchDir dir("fds");
+  Launched l({"/bin/sh", "-c",
+              std::string("ulimit -n 256 && exec ") + DLAUNCH_BIN + " --log-dir " +
+                  (dir.path() / "logs").string() + " --nproc 128 true"});
+  const int code = l.Wait(seconds(20));
+  EXPECT_EQ(code, 2) << l.err_text();
+  EXPECT_NE(l.err_text().find("ulimit -n is 256; 128 ranks need about"), std::string::npos)
+      << l.err_text();
+  EXPECT_FALSE(fs::exists(dir.path() / "logs"));
+  Record({{"fault", "bad command line"}, {"right", code == 2}, {"exit_code", code}});
 }
 
 // Each entry makes one corrupt run directory in `dir`.

@@ -8,7 +8,9 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
+#include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
 
@@ -162,6 +164,82 @@ TEST_F(ChaosKillTest, DISABLED_ASigstoppedRankDoesNotHoldTheTeardown) {
             {"stop_to_exit_ms", stop_to_exit}});
     EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << " after " << stop_to_exit << " ms\n"
                     << job->err_text();
+  }
+}
+
+// Rank logs can hold secrets: the run directory is 0700 and its files 0600 unless asked.
+TEST_F(ChaosKillTest, TheRunDirectoryIsPrivateUnlessAskedOtherwise) {
+  for (const auto& [mode, dir_bits, file_bits] :
+       std::vector<std::tuple<std::string, unsigned, unsigned>>{{"", 0700, 0600},
+                                                                {"0755", 0755, 0644}}) {
+    const std::string id = "mode" + mode;
+    std::vector<std::string> extra;
+    if (!mode.empty()) extra = {"--run-dir-mode", mode};
+    auto job = Launch(1, "echo DLAUNCH_JOB_TOKEN=$DLAUNCH_JOB_TOKEN", id, extra);
+    ASSERT_EQ(job->Wait(seconds(30)), 0) << job->err_text();
+    const auto bits = [](const std::filesystem::path& p) {
+      return static_cast<unsigned>(std::filesystem::status(p).permissions()) & 0777;
+    };
+    const auto run = dir_.path() / id;
+    EXPECT_EQ(bits(run), dir_bits) << mode;
+    EXPECT_EQ(bits(run / "rank0"), dir_bits) << mode;
+    EXPECT_EQ(bits(run / "rank0" / "stdout.log"), file_bits) << mode;
+    EXPECT_EQ(bits(run / "summary.json"), file_bits) << mode;
+  }
+}
+
+// A node whose launcher is SIGKILLed is named as a lost node, its ranks "lost with node 1", by
+// node 0's console and its diagnosis, never as ranks that exited with code 0.
+TEST_F(ChaosKillTest, ASigkilledNodeIsDiagnosedAsALostNode) {
+  const int trials = Trials(1, 5);
+  for (int t = 0; t < trials; ++t) {
+    const std::string id = "node" + std::to_string(t);
+    const std::string endpoint = "127.0.0.1:" + std::to_string(launcher::PickFreePort("0.0.0.0"));
+    auto node = [&](int n) {
+      return std::make_unique<Launched>(
+          std::vector<std::string>{DLAUNCH_BIN,
+                                   "--nnodes",
+                                   "2",
+                                   "--node-rank",
+                                   std::to_string(n),
+                                   "--rdzv-endpoint",
+                                   endpoint,
+                                   "--nproc",
+                                   "2",
+                                   "--log-dir",
+                                   (dir_.path() / ("n" + std::to_string(n))).string(),
+                                   "--run-id",
+                                   id,
+                                   "--heartbeat-timeout",
+                                   "3",
+                                   "--rdzv-timeout",
+                                   "30",
+                                   "--hang-timeout",
+                                   "0",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   "echo ready $$; exec sleep 300"},
+          std::vector<std::string>{"DLAUNCH_JOB_TOKEN=chaos-node-loss-token-0123456789"});
+    };
+    auto n0 = node(0);
+    auto n1 = node(1);
+    ASSERT_TRUE(AllReady(*n1, 2)) << n1->err_text();
+    ASSERT_TRUE(AllReady(*n0, 2)) << n0->err_text();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(::kill(n1->pid(), SIGKILL), 0);
+    const int code = n0->Wait(seconds(60));
+    const int64_t kill_to_exit = MsSince(t0);
+    std::ifstream in(dir_.path() / "n0" / id / "diagnosis.json");
+    auto d = nlohmann::json::parse(in, nullptr, false);
+    const std::string headline = d.is_object() ? d.value("headline", "") : "";
+    const bool ok = code == 1 && n0->err_text().find("node 1 (") != std::string::npos &&
+                    headline.find("lost with node 1") != std::string::npos &&
+                    d.value("culprit_ranks", nlohmann::json()) == nlohmann::json::array({2, 3});
+    Record(
+        {{"fault", "node launcher SIGKILLed"}, {"right", ok}, {"kill_to_exit_ms", kill_to_exit}});
+    EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << ", diagnosis: " << headline << "\n"
+                    << n0->err_text();
   }
 }
 

@@ -33,6 +33,10 @@ class RunDirWriter {
     return d;
   }
   void Summary(const json& summary) const { std::ofstream(dir_ + "/summary.json") << summary; }
+  // summary.json of a failed single-node run with these ranks.
+  void Failed(const json& ranks) const {
+    Summary({{"run_id", "failed"}, {"exit_code", 1}, {"ranks", ranks}});
+  }
   void Error(int rank, const std::string& kind, const std::string& message, int64_t at) const {
     std::ofstream(RankDir(rank) + "/error.json")
         << json{{"rank", rank}, {"kind", kind}, {"message", message}, {"unix_ms", at}};
@@ -73,6 +77,8 @@ TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
   // Node 1's last word had its ranks "exited" with the default code 0: no evidence.
   json ranks = json::array(
       {Rank(0, "killed", -15, kBase + 900, 15), Rank(1, "killed", -15, kBase + 900, 15)});
+  // A status the node sent before its ranks started named a default "rank 0".
+  ranks.push_back({{"rank", 0}, {"host", "node1"}, {"node_rank", 1}, {"status", "ok"}});
   for (int r : {2, 3}) {
     ranks.push_back({{"rank", r},
                      {"host", "node1"},
@@ -119,11 +125,8 @@ TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
 TEST(FaultsDiagnosisTest, ANonFiniteLossIsTheRootCauseOverEarlierFallout) {
   testing::TempDir tmp;
   RunDirWriter w(tmp.path());
-  w.Summary(
-      {{"run_id", "nan"},
-       {"exit_code", 1},
-       {"ranks", json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 300),
-                              Rank(2, "killed", -15, kBase + 400, 15)})}});
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 300),
+                        Rank(2, "killed", -15, kBase + 400, 15)}));
   w.Error(0, "error", "Connection closed by peer [127.0.0.1]:4000", kBase + 90);
   w.Event(1, "nan", "loss became NaN at step 12 on rank 1", kBase + 250);
   Diagnosis d = AnalyzeDir(tmp.path());
@@ -136,10 +139,7 @@ TEST(FaultsDiagnosisTest, AnOutOfMemoryOutranksAnEarlierErrorAndAnEarlierExit) {
   testing::TempDir tmp;
   RunDirWriter w(tmp.path());
   // Under ulimit -v the OOM rank's exit can come last: its own cause still names it.
-  w.Summary({{"run_id", "oom"},
-             {"exit_code", 1},
-             {"ranks", json::array({Rank(0, "failed", 1, kBase + 100),
-                                    Rank(1, "failed", 1, kBase + 900)})}});
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 900)}));
   w.Error(0, "error", "std::runtime_error: gloo::IoException", kBase + 95);
   w.Error(1, "oom", "out of host memory in forward (std::bad_alloc)", kBase + 200);
   Diagnosis d = AnalyzeDir(tmp.path());
@@ -150,11 +150,8 @@ TEST(FaultsDiagnosisTest, AnOutOfMemoryOutranksAnEarlierErrorAndAnEarlierExit) {
 TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
   testing::TempDir tmp;
   RunDirWriter w(tmp.path());
-  w.Summary(
-      {{"run_id", "pick"},
-       {"exit_code", 1},
-       {"ranks", json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 200),
-                              Rank(2, "failed", 1, kBase + 50)})}});
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 200),
+                        Rank(2, "failed", 1, kBase + 50)}));
   w.Error(2, "error", "connection reset by peer", kBase + 40);
   w.Error(1, "error", "RuntimeError: shapes differ", kBase + 150);
   RunSnapshot run = LoadRunDir(tmp.path());
