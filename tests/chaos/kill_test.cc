@@ -111,7 +111,7 @@ TEST_F(ChaosKillTest, RanksDieWithASigkilledLauncher) {
     for (const auto& [rank, pids] : ReadyPids(job->out_lines)) ranks.push_back(pids.front());
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(::kill(job->pid(), SIGKILL), 0);
-    const int survivors = Survivors(ranks, seconds(10));
+    const int survivors = Survivors(ranks, seconds(5));
     Record({{"fault", "launcher SIGKILLed: ranks"},
             {"right", survivors == 0},
             {"survivors", survivors},
@@ -134,7 +134,7 @@ TEST_F(ChaosKillTest, DISABLED_GrandchildrenDieWithASigkilledLauncher) {
       pids.insert(pids.end(), p.begin(), p.end());
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(::kill(job->pid(), SIGKILL), 0);
-    const int survivors = Survivors(pids, seconds(10));
+    const int survivors = Survivors(pids, seconds(5));
     Record({{"fault", "launcher SIGKILLed: grandchildren"},
             {"right", survivors == 0},
             {"survivors", survivors},
@@ -185,6 +185,42 @@ TEST_F(ChaosKillTest, TheRunDirectoryIsPrivateUnlessAskedOtherwise) {
     EXPECT_EQ(bits(run / "rank0"), dir_bits) << mode;
     EXPECT_EQ(bits(run / "rank0" / "stdout.log"), file_bits) << mode;
     EXPECT_EQ(bits(run / "summary.json"), file_bits) << mode;
+  }
+}
+
+// Out of host memory under `ulimit -v`: no rank crashes (the OOM rank exits with its error), and
+// the launcher's root cause and the diagnosis name the same rank.
+TEST_F(ChaosKillTest, ACpuOutOfMemoryIsNamedAlikeAndExitsCleanly) {
+  const int trials = Trials(1, 4);
+  for (int t = 0; t < trials; ++t) {
+    const std::string id = "oom" + std::to_string(t);
+    Launched job({"/bin/sh", "-c",
+                  std::string("ulimit -v 4000000 && exec ") + DLAUNCH_BIN +
+                      " --nproc 2 --log-dir " + dir_.path().string() + " --run-id " + id +
+                      " --skip-doctor train --steps 3 --batch-size 30000 --model cnn"});
+    const int code = job.Wait(seconds(300));
+    if (code == 2) GTEST_SKIP() << "train cannot run here: " << job.err_text();
+    std::smatch m;
+    const std::string err = job.err_text();
+    const bool named = std::regex_search(err, m, std::regex(R"(  rank      : (\d+) \(local_rank)"));
+    const int launcher_root = named ? std::stoi(m[1].str()) : -1;
+    nlohmann::json d = Diagnosis(id);
+    const auto culprits = d.value("culprit_ranks", nlohmann::json::array());
+    // Both ranks may run out of memory; the later one can be torn down (SIGTERM) while it
+    // reports. A crash is a SIGSEGV, SIGBUS or SIGABRT.
+    int crashed = 0;
+    for (const auto& r : d.value("ranks", nlohmann::json::array())) {
+      const int sig = r.value("signal", 0);
+      crashed += sig == SIGSEGV || sig == SIGBUS || sig == SIGABRT;
+    }
+    const bool ok = code == 1 && culprits == nlohmann::json::array({launcher_root}) &&
+                    crashed == 0 &&
+                    d.value("headline", "").find("out of memory") != std::string::npos;
+    Record({{"fault", "CPU out of memory (ulimit -v)"}, {"right", ok}});
+    EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << ", launcher names rank "
+                    << launcher_root << ", diagnosis " << culprits.dump() << ", crashed " << crashed
+                    << "\n"
+                    << err;
   }
 }
 
