@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long fault campaign (`make chaos`): >= 50 random rank kills, 20 launcher SIGKILLs (ranks and
-# their children counted), 8 SIGSTOP teardowns, 150+ bad command lines, a corpus of corrupt and
+# their children counted), 5 SIGSTOP teardowns, 150+ bad command lines, a corpus of corrupt and
 # 100 randomly damaged run directories; then RELIABILITY.md from the measurements.
 # Usage: scripts/chaos.sh [BUILD_DIR] [OUTPUT.md]
 set -euo pipefail
