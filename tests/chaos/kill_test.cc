@@ -197,7 +197,8 @@ TEST_F(ChaosKillTest, ACpuOutOfMemoryIsNamedAlikeAndExitsCleanly) {
     Launched job({"/bin/sh", "-c",
                   std::string("ulimit -v 4000000 && exec ") + DLAUNCH_BIN +
                       " --nproc 2 --log-dir " + dir_.path().string() + " --run-id " + id +
-                      " --skip-doctor train --device cpu --backend gloo --steps 3 --batch-size 30000 --model cnn"});
+                      " --skip-doctor train --device cpu --backend gloo --steps 3 --batch-size "
+                      "30000 --model cnn"});
     const int code = job.Wait(seconds(300));
     if (code == 2) GTEST_SKIP() << "train cannot run here: " << job.err_text();
     std::smatch m;
