@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build run test bench format clean
+.PHONY: deps configure build run test bench chaos format clean
 
 deps:
 	./scripts/install-deps.sh
@@ -25,6 +25,10 @@ test: build
 bench: build
 	./scripts/install-deps.sh --bench
 	./benchmarks/run.sh $(BUILD)
+
+# The long fault campaign; writes RELIABILITY.md (one campaign at a time on a shared machine).
+chaos: build
+	flock /tmp/dlaunch-bench.lock ./scripts/chaos.sh $(BUILD) RELIABILITY.md
 
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -1,9 +1,12 @@
 #include "launcher/options.h"
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -11,6 +14,7 @@
 #include "core/error.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/node_env.h"
+#include "core/run_dir/paths.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -30,7 +34,15 @@ int CountGpus() {
 }
 
 int ParseNproc(const std::string& text) {
-  if (text == "gpu") return CountGpus();
+  if (text == "gpu") {
+    const int gpus = CountGpus();
+    if (gpus == 0) {
+      throw UsageError(
+          "--nproc gpu: no GPU found (/proc/driver/nvidia/gpus is empty or absent); "
+          "give a number, or cpu");
+    }
+    return gpus;
+  }
   if (text == "cpu") return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   if (text == "auto") {
     int gpus = CountGpus();
@@ -49,9 +61,19 @@ int ParseNproc(const std::string& text) {
   return n;
 }
 
-std::chrono::milliseconds Seconds(double s, const char* flag) {
-  if (!(s > 0)) throw UsageError(std::string(flag) + " must be a positive number of seconds");
-  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+// Durations are finite: "inf" or 1e300 would overflow the millisecond count into a negative or
+// tiny deadline (an instant false hang). "Never" is spelt 0 where a flag offers it.
+std::chrono::milliseconds Seconds(double s, const char* flag, bool zero_is_never = false) {
+  if (zero_is_never && s == 0) return std::chrono::milliseconds(0);
+  if (!std::isfinite(s) || s <= 0 || s > kMaxDurationSeconds) {
+    std::ostringstream got;
+    got << s;
+    throw UsageError(std::string(flag) + " must be a number of seconds in (0, " +
+                     std::to_string(static_cast<int64_t>(kMaxDurationSeconds)) + "]" +
+                     (zero_is_never ? ", or 0 for never" : "") + " (got " + got.str() + ")");
+  }
+  // Never rounded down to 0 ms, which means "off" for some flags.
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(s * 1000)));
 }
 
 po::options_description Describe() {
@@ -114,6 +136,7 @@ po::options_description Describe() {
     ("gpu-binding", po::value<std::string>()->default_value("local-rank"), "local-rank: every rank sees this launcher's GPUs and uses GPU LOCAL_RANK; isolate: CUDA_VISIBLE_DEVICES is the rank's one GPU; none: the environment as is")
     ("numa-binding", po::value<std::string>(), "bind each rank to CPUs near its GPU (torchrun's modes): node, socket, exclusive (cores of the node split among its ranks) or none (alias --numa_binding)")
     ("numa_binding", po::value<std::string>(), "alias of --numa-binding")
+    ("run-dir-mode", po::value<std::string>()->default_value("0700"), "permissions of the run directory (octal; files get them without x): 0700 keeps rank logs private, 0755 lets others read them")
     ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
@@ -216,6 +239,41 @@ std::vector<int> ParseRankList(const std::string& text) {
   return ranks;
 }
 
+int ParseRunDirMode(const std::string& text) {
+  size_t used = 0;
+  unsigned long mode = 0;
+  try {
+    mode = std::stoul(text, &used, 8);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || mode > 0777 || (mode & 0700) != 0700) {
+    throw UsageError("--run-dir-mode must be octal permission bits from 0700 to 0777 (got '" +
+                     text + "')");
+  }
+  return static_cast<int>(mode);
+}
+
+void ApplyRunDirMode(int run_dir_mode) {
+  const mode_t old = ::umask(0);
+  ::umask(old | (0777 & ~static_cast<mode_t>(run_dir_mode)));
+}
+
+void CheckFileDescriptorLimit(int ranks) {
+  constexpr rlim_t kBase = 64;  // the launcher's own: gRPC, epoll, timers, the run directory
+  const rlim_t need = kBase + static_cast<rlim_t>(kFdsPerRank) * static_cast<rlim_t>(ranks);
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= need) return;
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= need) {
+    limit.rlim_cur = need;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) return;
+  }
+  throw UsageError("too few file descriptors: ulimit -n is " + std::to_string(limit.rlim_cur) +
+                   "; " + std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
+                   " need about " + std::to_string(need) + " (raise it with ulimit -n " +
+                   std::to_string(need) + ", or use fewer ranks per node)");
+}
+
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv) {
   return ParseCommandLine(argv, CurrentEnv());
 }
@@ -256,6 +314,11 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.nnodes = vm["nnodes"].as<int>();
   o.nnodes_given = !vm["nnodes"].defaulted();
   if (o.nnodes < 1) throw UsageError("--nnodes must be at least 1");
+  if (static_cast<int64_t>(o.nproc) * o.nnodes > rundir::kMaxRanks) {
+    throw UsageError("--nproc " + std::to_string(o.nproc) + " x --nnodes " +
+                     std::to_string(o.nnodes) + " is more than " +
+                     std::to_string(rundir::kMaxRanks) + " ranks");
+  }
   o.node_rank = First<int>(vm, {"node-rank", "node_rank"}).value_or(0);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError("--node-rank must be in [0, " + std::to_string(o.nnodes) + ")");
@@ -285,7 +348,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     o.ranks_filter = ParseRankList(*f);
   }
   o.nccl_debug = First<std::string>(vm, {"nccl-debug"}).value_or("");
-  if (!o.nccl_debug.empty()) {
+  if (vm.count("nccl-debug")) {
     static const char* kLevels[] = {"VERSION", "WARN", "INFO", "TRACE", "ABORT", "off"};
     if (std::none_of(std::begin(kLevels), std::end(kLevels),
                      [&](const char* l) { return o.nccl_debug == l; })) {
@@ -315,15 +378,14 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   }
   o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
   o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
-  const double hang_timeout = vm["hang-timeout"].as<double>();
-  o.hang_timeout =
-      hang_timeout == 0 ? std::chrono::milliseconds(0) : Seconds(hang_timeout, "--hang-timeout");
+  o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout", true);
   o.hang_on_silence = vm["hang-on-silence"].as<bool>();
   o.on_hang = vm["on-hang"].as<std::string>();
   if (o.on_hang != "exit" && o.on_hang != "restart") {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
   }
   o.skip_doctor = vm["skip-doctor"].as<bool>();
+  o.run_dir_mode = ParseRunDirMode(vm["run-dir-mode"].as<std::string>());
   o.token_file = First<std::string>(vm, {"token-file"}).value_or("");
   o.tls_cert = First<std::string>(vm, {"tls-cert"}).value_or("");
   o.tls_key = First<std::string>(vm, {"tls-key"}).value_or("");

@@ -12,6 +12,9 @@ namespace dlaunch::launcher {
 
 enum class Command { kProgram, kTrain, kPreflight, kDiagnose, kDoctor, kHelp, kVersion };
 
+// The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
+constexpr double kMaxDurationSeconds = 1e7;
+
 struct LaunchOptions {
   Command command = Command::kProgram;
   std::vector<std::string> program;  // argv of each rank (kProgram) or the built-in's arguments
@@ -50,6 +53,9 @@ struct LaunchOptions {
   std::string gpu_binding = "local-rank";  // local-rank | isolate | none
   std::string numa_binding;                // "" (none) | node | socket | exclusive
   std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
+  // --run-dir-mode: the run directory's permission bits; files get the same without execute.
+  // Rank logs can hold secrets (a printed environment holds the job token): private by default.
+  int run_dir_mode = 0700;
 };
 
 // The help text, with every flag.
@@ -65,5 +71,18 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
 
 // "0,2,5-7" -> {0,2,5,6,7}; throws UsageError.
 std::vector<int> ParseRankList(const std::string& text);
+
+// "0750" -> 0750: octal permission bits that keep the owner's rwx; throws UsageError.
+int ParseRunDirMode(const std::string& text);
+
+// Makes what this process creates from now on (the run directory, its files, the ranks' files)
+// carry `run_dir_mode` at most, through the umask the ranks inherit.
+void ApplyRunDirMode(int run_dir_mode);
+
+// Raises the soft open-file limit towards what `ranks` local ranks need (pipes, pidfds, log
+// files, coordinator connections: about kFdsPerRank each); throws UsageError naming the limit
+// when the hard limit is too low, before any rank starts.
+constexpr int kFdsPerRank = 6;
+void CheckFileDescriptorLimit(int ranks);
 
 }  // namespace dlaunch::launcher

@@ -18,6 +18,7 @@ Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options) {
     facts.push_back(GatherFacts(rec, facts_options));
     for (const FactsEnricher& enrich : options.enrichers) enrich(rec, facts.back());
   }
+  MarkLostNodes(run, facts);
   InferenceInput input;
   input.launcher_exit_code = run.exit_code;
   input.now_unix_ms = options.now_unix_ms;

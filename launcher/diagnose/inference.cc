@@ -44,8 +44,11 @@ class Inference {
     FindMismatch();
     FindFrontier();
     FindRootCause();
+    FindLostNode();
     if (v_.mismatch.seq >= 0) {
       Mismatched();
+    } else if (v_.lost_node >= 0) {
+      NodeLost();
     } else if (root_ >= 0) {
       Failed();
     } else if (HangEvidence() && any_progress_) {
@@ -158,21 +161,58 @@ class Inference {
   }
 
   // The first observed failure; a rank's own failure beats another's "peer gone" error, whatever
-  // the clocks say.
-  void FindRootCause() {
+  // the clocks say (the launcher chooses through the same PickRootCause).
+  void FindRootCause() { root_ = PickRootCause(f_); }
+
+  // The lowest lost node, unless a rank elsewhere failed by itself: the loss explains exits and
+  // "peer gone" errors, not another rank's own error or OOM.
+  void FindLostNode() {
+    int node = -1;
+    std::string label;
     for (const RankFacts& r : f_) {
-      if (!r.failed()) continue;
-      if (root_ < 0) {
-        root_ = r.rank;
-        continue;
-      }
-      const RankFailure& best = f_[root_].failure;
-      int64_t a = r.failure.at_unix_ms > 0 ? r.failure.at_unix_ms : INT64_MAX;
-      int64_t b = best.at_unix_ms > 0 ? best.at_unix_ms : INT64_MAX;
-      if (std::make_tuple(r.failure.consequence, a) < std::make_tuple(best.consequence, b)) {
-        root_ = r.rank;
+      if (r.lost_node >= 0 && (node < 0 || r.lost_node < node)) {
+        node = r.lost_node;
+        label = r.lost_node_label;
       }
     }
+    if (node < 0) return;
+    if (root_ >= 0 && f_[root_].lost_node < 0 && f_[root_].failure.source != FailureSource::kExit &&
+        WeightOf(f_[root_].failure) != FailureWeight::kFallout) {
+      return;
+    }
+    v_.lost_node = node;
+    v_.lost_node_label = label;
+    for (const RankFacts& r : f_) {
+      if (r.lost_node == node) v_.lost_ranks.push_back(r.rank);
+    }
+  }
+
+  void NodeLost() {
+    v_.kind = DiagnosisKind::kFailure;
+    v_.culprits = v_.lost_ranks;
+    v_.root = -1;
+  }
+
+  // Ranks whose last activity is the oldest, within the tie margin of it; `tie` when several.
+  std::vector<int> QuietLongest(bool running_only, bool* tie) const {
+    int64_t oldest = INT64_MAX, newest_activity = 0;
+    for (const RankFacts& r : f_) {
+      if (running_only && r.exited) continue;
+      if (running_only && r.last_activity_ms <= 0) continue;
+      oldest = std::min(oldest, r.last_activity_ms);
+      newest_activity = std::max({newest_activity, r.ref_ms, r.last_activity_ms});
+    }
+    std::vector<int> out;
+    if (oldest == INT64_MAX) return out;
+    // Ranks never heard from (time 0) tie only with each other.
+    const int64_t silence = newest_activity > oldest ? newest_activity - oldest : 0;
+    const int64_t margin = oldest > 0 ? std::max<int64_t>(kTieMs, silence / 10) : 1;
+    for (const RankFacts& r : f_) {
+      if (running_only && (r.exited || r.last_activity_ms <= 0)) continue;
+      if (r.last_activity_ms - oldest < margin) out.push_back(r.rank);
+    }
+    *tie = out.size() > 1;
+    return out;
   }
 
   bool HangEvidence() const {
@@ -279,7 +319,7 @@ class Inference {
   }
 
   // Culprits of a hang, strongest evidence first.
-  std::vector<int> HangCulprits(CulpritReason* reason) const {
+  std::vector<int> HangCulprits(CulpritReason* reason, bool* tie) const {
     if (!v_.missing.empty()) {
       *reason = CulpritReason::kNeverEntered;
       return v_.missing;
@@ -326,13 +366,7 @@ class Inference {
     }
     if (v_.entered.empty()) {
       // Nobody is in a collective: the rank whose activity stopped first holds the others.
-      int64_t oldest = INT64_MAX;
-      for (const RankFacts& r : f_) {
-        if (!r.exited && r.last_activity_ms > 0) oldest = std::min(oldest, r.last_activity_ms);
-      }
-      for (const RankFacts& r : f_) {
-        if (!r.exited && r.last_activity_ms == oldest) culprits.push_back(r.rank);
-      }
+      culprits = QuietLongest(true, tie);
       *reason = CulpritReason::kQuietLongest;
     }
     return culprits;
@@ -343,7 +377,7 @@ class Inference {
     v_.seq = v_.frontier;
     FillCollective(v_.frontier);
     CulpritReason reason = CulpritReason::kNeverEntered;
-    v_.culprits = HangCulprits(&reason);
+    v_.culprits = HangCulprits(&reason, &v_.tie);
     const std::vector<int> reported = ReportedMissing();
     for (int c : v_.culprits) {
       // A culprit's own state can say more than the rule that found it.
@@ -395,33 +429,34 @@ class Inference {
       v_.unlinked = UnlinkedJudgement::kOddStackOut;
       v_.culprits = odd;
       int other = 0;
-      while (Contains(odd, other)) ++other;
+      while (Contains(odd, other) || f_[other].stack.activity == StackActivity::kNone) ++other;
       v_.odd_activity = f_[odd.front()].stack.activity;
       v_.usual_activity = f_[other].stack.activity;
     } else {
+      // Only without stack evidence: output times are the weakest sign, and under CPU load
+      // several ranks fall silent together.
       v_.unlinked = UnlinkedJudgement::kSilentLongest;
-      int64_t oldest = INT64_MAX;
-      for (const RankFacts& r : f_) oldest = std::min(oldest, r.last_activity_ms);
-      for (const RankFacts& r : f_) {
-        if (r.last_activity_ms == oldest) v_.culprits.push_back(r.rank);
+      v_.culprits = QuietLongest(false, &v_.tie);
+      if (v_.culprits.size() == f_.size()) {
+        v_.culprits.clear();
+        v_.tie = false;
       }
-      if (v_.culprits.size() == f_.size()) v_.culprits.clear();
     }
   }
 
   // Ranks outside the largest group of main-thread stack activities, when that group is unique
-  // and every rank has a stack: the ones not doing what everybody else does.
+  // and holds at least two ranks: the ones not doing what everybody else does. Ranks whose stack
+  // could not be taken (gdb timed out under load) are left out rather than spoiling the rest.
   std::vector<int> OddStacksOut() const {
     std::map<StackActivity, std::vector<int>> groups;
     for (const RankFacts& r : f_) {
-      if (r.stack.activity == StackActivity::kNone) return {};
-      groups[r.stack.activity].push_back(r.rank);
+      if (r.stack.activity != StackActivity::kNone) groups[r.stack.activity].push_back(r.rank);
     }
     if (groups.size() < 2) return {};
     size_t largest = 0, count = 0;
     for (const auto& [activity, ranks] : groups) largest = std::max(largest, ranks.size());
     for (const auto& [activity, ranks] : groups) count += ranks.size() == largest;
-    if (count != 1) return {};
+    if (count != 1 || largest < 2) return {};
     std::vector<int> odd;
     for (const auto& [activity, ranks] : groups) {
       if (ranks.size() != largest) odd.insert(odd.end(), ranks.begin(), ranks.end());
@@ -435,6 +470,10 @@ class Inference {
   void PlaceRanks() {
     for (const RankFacts& r : f_) {
       RankPlace p;
+      if (r.lost_node >= 0) {
+        v_.places.push_back(p);  // unknown: its node is gone
+        continue;
+      }
       auto entry = frontier_entries_.find(r.rank);
       // Waiting is measured in the frontier collective, which is also `seq` for hangs.
       p.waiting_ms = WaitingMs(r, entry == frontier_entries_.end() ? nullptr : entry->second);

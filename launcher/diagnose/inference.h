@@ -94,7 +94,11 @@ struct Verdict {
   bool p2p_not_compared = false;  // send/recv without collective_seq: no mismatch check
   Mismatch mismatch;
 
-  // Failure
+  // Failure. A lost node (multi-node) is the root cause unless a rank of a surviving node failed
+  // by itself (its own error or OOM, not an exit that the loss explains): then root is -1.
+  int lost_node = -1;
+  std::string lost_node_label;  // "node 1 (host)"
+  std::vector<int> lost_ranks;  // the ranks lost with it
   int root = -1;
   bool root_inside = false;       // it had entered `seq`
   bool root_record_lost = false;  // its own record died with it; the others show `seq`
@@ -108,8 +112,14 @@ struct Verdict {
   std::vector<int> running, in_collective, elsewhere;
   StackActivity odd_activity = StackActivity::kNone, usual_activity = StackActivity::kNone;
 
+  // The quiet-longest or silent-longest culprits are a tie: their silences differ by less than
+  // kTieMs (or a tenth of the silence), too little to tell them apart under load.
+  bool tie = false;
+
   std::vector<RankPlace> places;  // index == rank
 };
+
+inline constexpr int64_t kTieMs = 1000;
 
 struct InferenceInput {
   std::optional<int> launcher_exit_code;

@@ -1,7 +1,10 @@
 #include "launcher/diagnose/rank_facts.h"
 
 #include <algorithm>
+#include <climits>
+#include <map>
 #include <regex>
+#include <tuple>
 
 #include "core/exit_codes.h"
 
@@ -101,16 +104,22 @@ void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts&
   }
 }
 
-// error.json and error events name the cause better than an exit code; an OOM beats any other
-// message because it explains the errors that follow it.
+// error.json and error events name the cause better than an exit code; an OOM or a non-finite
+// loss beats any other message because it explains the errors that follow it.
 void MergeErrors(const RankRecord& rec, RankFacts& v) {
   bool from_error = false;
-  auto consider = [&](EventKind kind, const std::string& message, int64_t at) {
-    if (kind != EventKind::kOom && kind != EventKind::kError) return;
-    if (v.failure.source == FailureSource::kOom || (from_error && kind != EventKind::kOom)) return;
-    v.failure.source = kind == EventKind::kOom ? FailureSource::kOom : FailureSource::kError;
+  auto consider = [&](const std::string& kind_name, const std::string& message, int64_t at) {
+    const EventKind kind = rundir::ParseEventKind(kind_name);
+    const bool cause = kind == EventKind::kOom || kind_name == "nan";
+    if (!cause && kind != EventKind::kError) return;
+    const bool have_cause =
+        v.failure.source == FailureSource::kOom || v.failure.source == FailureSource::kNan;
+    if (have_cause || (from_error && !cause)) return;
+    v.failure.source = kind == EventKind::kOom ? FailureSource::kOom
+                       : cause                 ? FailureSource::kNan
+                                               : FailureSource::kError;
     v.failure.message = message;
-    v.failure.consequence = kind != EventKind::kOom && IsFallout(message);
+    v.failure.consequence = !cause && IsFallout(message);
     from_error = true;
     if (at > 0 && (v.failure.at_unix_ms == 0 || at < v.failure.at_unix_ms)) {
       v.failure.at_unix_ms = at;
@@ -131,7 +140,7 @@ void MergeErrors(const RankRecord& rec, RankFacts& v) {
   };
   if (rec.error) {
     const EventKind kind = rundir::ParseEventKind(rec.error->kind);
-    consider(kind, rec.error->message, rec.error->unix_ms);
+    consider(rec.error->kind, rec.error->message, rec.error->unix_ms);
     if (kind == EventKind::kTimeout) {
       v.reported_timeout = true;
       claim(rec.error->fields);
@@ -139,7 +148,7 @@ void MergeErrors(const RankRecord& rec, RankFacts& v) {
   }
   for (const Event& e : rec.events.events) {
     auto message = e.body.find("message");
-    consider(e.type(),
+    consider(e.kind,
              message != e.body.end() && message->is_string() ? message->get<std::string>()
                                                              : std::string(),
              e.unix_ms);
@@ -157,6 +166,57 @@ bool IsFallout(const std::string& message) {
       "peer|connection (closed|reset)|broken pipe|timed out|timeout|abort|remote",
       std::regex::icase);
   return std::regex_search(message, fallout);
+}
+
+FailureWeight WeightOf(const RankFailure& f) {
+  if (f.source == FailureSource::kOom || f.source == FailureSource::kNan) {
+    return FailureWeight::kCause;
+  }
+  return f.consequence ? FailureWeight::kFallout : FailureWeight::kOwn;
+}
+
+int PickRootCause(const std::vector<RankFacts>& facts) {
+  int root = -1;
+  auto key = [&](const RankFacts& r) {
+    const int64_t at = r.failure.at_unix_ms > 0 ? r.failure.at_unix_ms : INT64_MAX;
+    return std::make_tuple(WeightOf(r.failure), at);
+  };
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (!facts[i].failed()) continue;
+    if (root < 0 || key(facts[i]) < key(facts[root])) root = static_cast<int>(i);
+  }
+  return root;
+}
+
+void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts) {
+  std::map<int, std::string> lost;
+  for (const rundir::SummaryNode& n : run.nodes) {
+    if (n.status == RankStatus::kLost && n.node_rank > 0) {
+      lost[n.node_rank] = "node " + std::to_string(n.node_rank) + " (" + n.host + ")";
+    }
+  }
+  if (lost.empty()) return;
+  for (RankFacts& v : facts) {
+    // Global rank = node rank x ranks per node + local rank: that holds even for a rank the lost
+    // node never reported (it went away before its first status).
+    int node = -1;
+    if (run.local_ranks > 0) {
+      node = v.rank / run.local_ranks;
+    } else if (v.record && v.record->summary && v.record->summary->node_rank) {
+      node = *v.record->summary->node_rank;
+    }
+    auto it = lost.find(node);
+    if (it == lost.end()) continue;
+    v.lost_node = it->first;
+    v.lost_node_label = it->second;
+    v.exited = true;
+    v.exit_code = -1;
+    v.signal = 0;
+    v.torn_down = false;
+    // An error it reported itself before the loss still stands; an exit its node made up does not.
+    if (v.failure.source == FailureSource::kExit) v.failure = RankFailure{};
+    v.failure.bad_exit = false;
+  }
 }
 
 RankFacts GatherFacts(const RankRecord& rec, const FactsOptions& options) {

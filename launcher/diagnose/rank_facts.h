@@ -22,6 +22,7 @@ enum class FailureSource {
   kExit,   // a bad exit code or a signal (not a teardown, not a watchdog's exit)
   kError,  // error.json or an "error" event
   kOom,    // error.json or an "oom" event of kind oom: beats every other message
+  kNan,    // error.json or a "nan" event: the loss became NaN or inf; a cause like an OOM
 };
 
 struct RankFailure {
@@ -85,6 +86,10 @@ struct RankFacts {
   bool reported_timeout = false;
   std::vector<TimeoutClaim> timeout_claims;
 
+  // Its node was lost (multi-node): what its node last said of it is no evidence.
+  int lost_node = -1;
+  std::string lost_node_label;  // "node 1 (host)"
+
   StackSummary stack;
   std::vector<std::string> nccl_warnings;
   // Evidence lines attached by enrichers, shown with the report.
@@ -104,5 +109,20 @@ using FactsEnricher = std::function<void(const RankRecord& record, RankFacts& fa
 
 // Messages that describe losing a peer or waiting for one: errors caused by another rank.
 bool IsFallout(const std::string& message);
+
+// How strongly a failure claims to be the root cause: a rank's own out-of-memory or non-finite
+// loss explains what follows it; then its own error or bad exit; then an error that reads as
+// losing a peer.
+enum class FailureWeight { kCause, kOwn, kFallout };
+FailureWeight WeightOf(const RankFailure& failure);
+
+// The root cause among `facts`: the strongest failure, then the earliest (unknown times last),
+// then the lowest rank; -1 when none failed. The launcher's root-cause block and the diagnosis
+// both choose through this, so they name the same rank.
+int PickRootCause(const std::vector<RankFacts>& facts);
+
+// Ranks of the nodes summary.json calls lost: they are "lost with node N", whatever their node
+// last reported of them (a dead node's last word on a rank is not its exit).
+void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts);
 
 }  // namespace dlaunch::launcher

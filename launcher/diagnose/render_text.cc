@@ -45,7 +45,9 @@ std::string DescribeFailure(const RankFailure& f) {
     if (!f.launcher_error.empty()) exit += ": " + f.launcher_error;
   }
   if (f.source == FailureSource::kExit) return exit;
-  std::string what = f.source == FailureSource::kOom ? "ran out of memory" : "reported an error";
+  std::string what = f.source == FailureSource::kOom   ? "ran out of memory"
+                     : f.source == FailureSource::kNan ? "stopped on a non-finite loss"
+                                                       : "reported an error";
   if (!f.message.empty()) what += ": " + f.message;
   if (!exit.empty()) what += " (" + exit + ")";
   return what;
@@ -178,7 +180,23 @@ class Renderer {
                   " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
   }
 
+  // The job ended because a node went away: its ranks' own records end with it.
+  void NodeLost() {
+    const std::string& error = ctx_.run->error;
+    const std::string prefix = "node " + std::to_string(v_.lost_node) + " ";
+    d_.headline =
+        "FAILURE: " + (error.rfind(prefix, 0) == 0 ? error : v_.lost_node_label + " lost");
+    if (!v_.lost_ranks.empty()) {
+      d_.headline +=
+          "; " + Plural(v_.lost_ranks) + " lost with node " + std::to_string(v_.lost_node);
+    }
+    d_.details.push_back("Root Cause: " + v_.lost_node_label +
+                         " went away (its launcher or machine died, or the network to it failed); "
+                         "its ranks' last files are the ones its agent pushed before");
+  }
+
   void Failure() {
+    if (v_.lost_node >= 0) return NodeLost();
     const RankFacts& v = f_[v_.root];
     const RankRecord& rec = *v.record;
     const int r = v.rank;
@@ -277,7 +295,12 @@ class Renderer {
                         ? std::string("HANG before the first collective")
                         : "HANG between collectives: every rank completed #" +
                               std::to_string(v_.frontier - 1) + " and none entered another";
-      for (int c : v_.culprits) d_.headline += "; rank " + std::to_string(c) + " quiet longest";
+      if (v_.tie) {
+        d_.headline += "; a tie: " + Plural(v_.culprits) + " quiet longest, within " +
+                       FormatDurationMs(kTieMs) + " of each other";
+      } else {
+        for (int c : v_.culprits) d_.headline += "; rank " + std::to_string(c) + " quiet longest";
+      }
       return;
     }
     d_.headline = "HANG at " + CollectiveLabel(v_.frontier) + ": ";
@@ -322,7 +345,7 @@ class Renderer {
         break;
       case UnlinkedJudgement::kSilentLongest:
       case UnlinkedJudgement::kNone:
-        what = " silent longest";
+        what = v_.tie ? " silent longest, a tie (no stack sets them apart)" : " silent longest";
         break;
     }
     if (v_.culprits.empty()) {
@@ -365,7 +388,10 @@ class Renderer {
     const int64_t seq = d_.seq;
 
     std::string ending;
-    if (v.failed()) {
+    if (v.lost_node >= 0) {
+      ending = "lost with " + v.lost_node_label;
+      if (v.failed()) ending += " (before that it " + DescribeFailure(v.failure) + ")";
+    } else if (v.failed()) {
       ending = DescribeFailure(v.failure);
     } else if (v.exited) {
       ending = v.signal ? "killed by " + SignalName(v.signal)

@@ -18,8 +18,15 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;
+    run.error = files.summary->error;
+    run.nodes = files.summary->nodes;
     for (rundir::SummaryRank& r : files.summary->ranks) {
-      if (r.rank >= 0 && r.rank < run.world_size) run.ranks[r.rank].summary = std::move(r);
+      if (r.rank < 0 || r.rank >= run.world_size) continue;
+      std::optional<rundir::SummaryRank>& slot = run.ranks[r.rank].summary;
+      // This node's own entry (with a local rank) wins over what another node said of the rank.
+      if (slot && slot->local_rank && !r.local_rank) continue;
+      if (r.local_rank && !(slot && slot->local_rank)) ++run.local_ranks;
+      slot = std::move(r);
     }
   }
   return run;

@@ -32,7 +32,10 @@ struct RunSnapshot {
   std::string run_dir;
   std::string run_id;
   int world_size = 0;
-  std::optional<int> exit_code;                     // summary.json's, when present
+  std::optional<int> exit_code;            // summary.json's, when present
+  std::string error;                       // summary.json's root cause or stop reason
+  std::vector<rundir::SummaryNode> nodes;  // multi-node: summary.json's, on node 0
+  int local_ranks = 0;  // summary.json's ranks of the node that wrote it (multi-node: per node)
   std::optional<rundir::Diagnosis> live_diagnosis;  // diagnosis.json written while the job ran
   std::vector<RankRecord> ranks;                    // index == rank
   std::vector<std::string> problems;  // missing or unreadable inputs, one sentence each

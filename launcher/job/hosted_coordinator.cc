@@ -3,10 +3,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/runtime.h"
 #include "core/telemetry.h"
 #include "launcher/diagnose/diagnose.h"
+#include "launcher/diagnose/rank_facts.h"
+#include "launcher/diagnose/run_snapshot.h"
 
 namespace dlaunch::launcher {
 
@@ -26,6 +29,8 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     supervisor_ = supervisor;
+    run_dir_ = plan.run_dir();
+    world_size_ = plan.world_size();
   }
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
@@ -64,6 +69,43 @@ std::string HostedCoordinator::RankError(int rank) {
   return it == rank_errors_.end() ? "" : it->second;
 }
 
+size_t HostedCoordinator::RootCause(const AttemptResult& result) const {
+  const size_t fallback = result.first_failure.value_or(0);
+  if (run_dir_.empty()) return fallback;
+  RunSnapshot run;
+  try {
+    run = LoadRunDir(run_dir_, world_size_);
+  } catch (const Error&) {
+    return fallback;
+  }
+  // This attempt's exits, as summary.json will record them once the attempt is judged.
+  std::map<int, size_t> index;
+  for (size_t i = 0; i < result.ranks.size(); ++i) {
+    const RankOutcome& o = result.ranks[i];
+    if (o.rank < 0 || o.rank >= static_cast<int>(run.ranks.size())) continue;
+    index[o.rank] = i;
+    rundir::SummaryRank s;
+    s.rank = o.rank;
+    s.pid = o.pid;
+    s.status = !o.exited     ? rundir::RankStatus::kRunning
+               : o.ok()      ? rundir::RankStatus::kOk
+               : o.torn_down ? rundir::RankStatus::kKilled
+                             : rundir::RankStatus::kFailed;
+    if (o.exited) {
+      s.end_unix_ms = o.end_unix_ms;
+      s.exit_code = o.signal ? -o.signal : o.exit_code;
+      s.signal = o.signal;
+    }
+    run.ranks[o.rank].summary = std::move(s);
+  }
+  std::vector<RankFacts> facts;
+  facts.reserve(run.ranks.size());
+  for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, FactsOptions{}));
+  const int root = PickRootCause(facts);
+  auto it = index.find(root);
+  return it == index.end() ? fallback : it->second;
+}
+
 void HostedCoordinator::Reset() {
   handler_.Reset();
   if (monitor_) monitor_->Reset();
@@ -79,7 +121,7 @@ void HostedCoordinator::Shutdown() {
 void HostedCoordinator::OnRankEvent(const v1::Event& event) {
   const auto kind = static_cast<core::EventKind>(event.kind());
   if (kind != core::EventKind::kError && kind != core::EventKind::kTimeout &&
-      kind != core::EventKind::kOom) {
+      kind != core::EventKind::kOom && kind != core::EventKind::kNan) {
     return;
   }
   auto body = nlohmann::json::parse(event.json(), nullptr, false);

@@ -22,6 +22,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
   if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
 
+  CheckFileDescriptorLimit(o.nproc);
+  ApplyRunDirMode(o.run_dir_mode);
   const JobIdentity identity = role->Prepare();
   const JobPlan plan(o, setup, identity, std::move(argv), CurrentEnv(),
                      python::FindAgentDir(self_exe));

@@ -126,7 +126,7 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     report.error = r.stop_reason;
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;
   } else if (r.first_failure) {
-    const RankOutcome& f = r.ranks[*r.first_failure];
+    const RankOutcome& f = r.ranks[role_->RootCause(r)];
     const Command c = plan_.options().command;
     const bool builtin = c == Command::kTrain || c == Command::kPreflight;
     // A built-in that failed on purpose (a preflight FAIL) prints its verdict, not a crash report.

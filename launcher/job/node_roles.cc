@@ -36,6 +36,7 @@ class NodeZero : public NodeRole {
 
   void OnTick() override { coordinator_->Tick(); }
   std::string RankError(int rank) override { return coordinator_->RankError(rank); }
+  size_t RootCause(const AttemptResult& result) override { return coordinator_->RootCause(result); }
 
   void Explain(const AttemptReport& report) override {
     if (report.exit_code == 0 || coordinator_->hang_diagnosed() || report.result.interrupted_by ||

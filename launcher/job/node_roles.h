@@ -36,6 +36,8 @@ class NodeRole {
   virtual void OnTick() = 0;
   // The first error rank `rank` reported in this attempt, "" for none.
   virtual std::string RankError(int rank) = 0;
+  // The index in `result.ranks` of a failed attempt's root cause (node 0: the diagnosis' choice).
+  virtual size_t RootCause(const AttemptResult& result) { return *result.first_failure; }
   // After this node's ranks ended: the other nodes' say in the verdict (may change the exit code
   // and error), and what summary.json records of them. Blocks until every node is done.
   virtual void Conclude(AttemptReport* report, SummaryInfo* summary) = 0;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 #include "core/error.h"
@@ -22,6 +23,15 @@ std::string ResolveProgram(const std::string& program) {
                        "' is not executable (chmod +x, or run it with an "
                        "interpreter: dlaunch ... -- python3 " +
                        path + ")");
+    }
+    // execve would fail with ENOEXEC after the run directory exists: neither ELF nor "#!".
+    char head[4] = {};
+    std::ifstream(path, std::ios::binary).read(head, sizeof(head));
+    if (std::string(head, 4) !=
+            "\x7f"
+            "ELF" &&
+        std::string(head, 2) != "#!") {
+      throw UsageError("program '" + path + "' is neither a binary nor a script with a #! line");
     }
     return true;
   };

@@ -9,6 +9,7 @@
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "core/telemetry.h"
+#include "launcher/rendezvous/request_checks.h"
 
 namespace dlaunch::launcher {
 
@@ -121,6 +122,7 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
 
 void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!AcceptsNodeNotice(status.node_rank(), config_, nodes_)) return;
   auto fault = nodes_.OnStatus(status, core::UnixMillis());
   nodes_cv_.notify_all();
   Notify(lock, fault ? std::vector<NodeFault>{*fault} : std::vector<NodeFault>{});
@@ -129,12 +131,14 @@ void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
 void CoordinatorHandler::OnNodeStreamOpened(int node,
                                             std::function<bool(const v1::Command&)> send) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!AcceptsNodeNotice(node, config_, nodes_)) return;
   node_senders_[node] = std::move(send);
   nodes_.OnStreamOpened(node);
 }
 
 void CoordinatorHandler::OnNodeStreamClosed(int node) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!AcceptsNodeNotice(node, config_, nodes_)) return;
   node_senders_.erase(node);
   auto fault = nodes_.OnStreamClosed(node);
   nodes_cv_.notify_all();
@@ -185,32 +189,16 @@ std::vector<NodeView> CoordinatorHandler::Nodes() const {
 }
 
 void CoordinatorHandler::WriteFileChunk(const v1::FileChunk& chunk) {
-  const std::string& name = chunk.name();
-  if (chunk.rank() < 0 || chunk.rank() >= config_.world_size) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "file for rank " + std::to_string(chunk.rank()) + " outside the world");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckFileChunk(chunk, config_, nodes_);
   }
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-    throw Error(ErrorKind::kInvalidArgument, "bad file name '" + name + "'");
-  }
-  const std::string dir = config_.run_dir + "/rank" + std::to_string(chunk.rank());
   std::lock_guard<std::mutex> lock(files_mu_);
-  ::mkdir(dir.c_str(), 0755);
-  const std::string path = dir + "/" + name;
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (chunk.truncate() ? O_TRUNC : 0);
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0) throw Error(ErrorKind::kInternal, "cannot write " + path);
-  const std::string& data = chunk.data();
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, chunk.offset() + done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  WritePushedChunk(chunk, config_.run_dir);
 }
 
 void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
+  if (!RankInWorld(status.rank(), config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
   RankView& view = ranks_[status.rank()];
   const int64_t now = core::UnixMillis();
@@ -236,6 +224,7 @@ bool CoordinatorHandler::WaitForStatus(int rank,
 }
 
 void CoordinatorHandler::OnStreamOpened(int rank, std::function<bool(const v1::Command&)> send) {
+  if (!RankInWorld(rank, config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
   senders_[rank] = std::move(send);
   ranks_[rank].rank = rank;
@@ -243,12 +232,14 @@ void CoordinatorHandler::OnStreamOpened(int rank, std::function<bool(const v1::C
 }
 
 void CoordinatorHandler::OnStreamClosed(int rank) {
+  if (!RankInWorld(rank, config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
   senders_.erase(rank);
   ranks_[rank].streaming = false;
 }
 
 void CoordinatorHandler::OnEvent(const v1::Event& event) {
+  CheckRankInWorld(event.rank(), config_, "event");
   CoordinatorListener* listener;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -94,7 +94,7 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
              return stream->Write(cmd);
            }));
     do {
-      received(message);
+      if (id(message) == who) received(message);  // a stream speaks for one rank or node only
     } while (stream->Read(&message));
     closed(who);
     std::lock_guard<std::mutex> lock(*write_mu);

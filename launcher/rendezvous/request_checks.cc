@@ -1,0 +1,100 @@
+#include "launcher/rendezvous/request_checks.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+[[noreturn]] void Refuse(const std::string& why) { throw Error(ErrorKind::kInvalidArgument, why); }
+
+bool Joined(int node_rank, const NodeRoster& roster) {
+  const std::vector<int> absent = roster.Absent();
+  return std::find(absent.begin(), absent.end(), node_rank) == absent.end();
+}
+
+// Closes on every path out of WritePushedChunk.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+bool RankInWorld(int rank, const CoordinatorConfig& config) {
+  return rank >= 0 && rank < config.world_size;
+}
+
+void CheckRankInWorld(int rank, const CoordinatorConfig& config, const char* what) {
+  if (!RankInWorld(rank, config)) {
+    Refuse(std::string(what) + " for rank " + std::to_string(rank) + " outside the world of " +
+           std::to_string(config.world_size));
+  }
+}
+
+bool AcceptsNodeNotice(int node_rank, const CoordinatorConfig& config, const NodeRoster& roster) {
+  return config.nnodes > 1 && node_rank > 0 && node_rank < config.nnodes &&
+         Joined(node_rank, roster);
+}
+
+void CheckFileChunk(const v1::FileChunk& chunk, const CoordinatorConfig& config,
+                    const NodeRoster& roster) {
+  CheckRankInWorld(chunk.rank(), config, "file");
+  const int node = config.nproc_per_node > 0 ? chunk.rank() / config.nproc_per_node : -1;
+  if (!AcceptsNodeNotice(node, config, roster)) {
+    Refuse("file for rank " + std::to_string(chunk.rank()) +
+           ": only a registered agent node pushes its own ranks' files");
+  }
+  const std::string& name = chunk.name();
+  if (name.empty() || name.size() > 255 || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos || name == "." || name == "..") {
+    Refuse("bad file name '" + name.substr(0, 64) + "'");
+  }
+  const int64_t size = static_cast<int64_t>(chunk.data().size());
+  if (chunk.offset() < 0 || chunk.offset() > kMaxPushedFileBytes - size) {
+    Refuse("file chunk at offset " + std::to_string(chunk.offset()) + " beyond the " +
+           std::to_string(kMaxPushedFileBytes >> 30) + " GiB a pushed file may hold");
+  }
+}
+
+void WritePushedChunk(const v1::FileChunk& chunk, const std::string& run_dir) {
+  const std::string dir = run_dir + "/rank" + std::to_string(chunk.rank());
+  ::mkdir(dir.c_str(), 0700);
+  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  if (d.fd < 0) {
+    throw Error(ErrorKind::kInternal, "cannot open " + dir + ": " + std::strerror(errno));
+  }
+  const int flags =
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (chunk.truncate() ? O_TRUNC : 0);
+  Fd f{::openat(d.fd, chunk.name().c_str(), flags, 0600)};
+  struct stat st {};
+  if (f.fd < 0 || ::fstat(f.fd, &st) != 0) {
+    throw Error(ErrorKind::kInternal,
+                "cannot write " + dir + "/" + chunk.name() + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) Refuse(dir + "/" + chunk.name() + " is not a regular file");
+  if (chunk.offset() > st.st_size) {
+    Refuse("file chunk at offset " + std::to_string(chunk.offset()) + " past the end (" +
+           std::to_string(st.st_size) + " bytes) of " + dir + "/" + chunk.name());
+  }
+  const std::string& data = chunk.data();
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(f.fd, data.data() + done, data.size() - done,
+                         chunk.offset() + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace dlaunch::launcher

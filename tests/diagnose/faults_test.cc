@@ -1,0 +1,200 @@
+// Naming the right cause under faults: a lost node, a non-finite loss, an OOM among fallout,
+// ties of silence, stacks that could not all be taken; run directories written as the launcher
+// and the ranks write them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "launcher/diagnose/analyzer.h"
+#include "launcher/diagnose/rank_facts.h"
+#include "launcher/diagnose/run_snapshot.h"
+#include "tests/diagnose/test_util.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+
+constexpr int64_t kBase = 1764450000000;
+
+class RunDirWriter {
+ public:
+  explicit RunDirWriter(const std::string& dir) : dir_(dir) {}
+  std::string RankDir(int rank) const {
+    const std::string d = dir_ + "/rank" + std::to_string(rank);
+    ::mkdir(d.c_str(), 0700);
+    return d;
+  }
+  void Summary(const json& summary) const { std::ofstream(dir_ + "/summary.json") << summary; }
+  // summary.json of a failed single-node run with these ranks.
+  void Failed(const json& ranks) const {
+    Summary({{"run_id", "failed"}, {"exit_code", 1}, {"ranks", ranks}});
+  }
+  void Error(int rank, const std::string& kind, const std::string& message, int64_t at) const {
+    std::ofstream(RankDir(rank) + "/error.json")
+        << json{{"rank", rank}, {"kind", kind}, {"message", message}, {"unix_ms", at}};
+  }
+  void Event(int rank, const std::string& kind, const std::string& message, int64_t at) const {
+    std::ofstream(RankDir(rank) + "/events.jsonl", std::ios::app)
+        << json{{"unix_ms", at}, {"rank", rank}, {"kind", kind}, {"message", message}} << "\n";
+  }
+  // Output last written at `unix_s`.
+  void Output(int rank, time_t unix_s) const {
+    const std::string path = RankDir(rank) + "/stdout.log";
+    std::ofstream(path) << "step 1\n";
+    struct utimbuf times {};
+    times.actime = times.modtime = unix_s;
+    ::utime(path.c_str(), &times);
+  }
+  void Stacks(int rank, const std::string& main_thread_frames) const {
+    std::ofstream(RankDir(rank) + "/stacks.txt") << "Thread 1 (Thread 0x7f (LWP 1) \"prog\"):\n"
+                                                 << main_thread_frames << "\n";
+  }
+
+ private:
+  std::string dir_;
+};
+
+json Rank(int rank, const std::string& status, int exit_code, int64_t end, int signal = 0) {
+  json r = {{"rank", rank},     {"local_rank", rank},     {"host", "node0"},   {"pid", 100 + rank},
+            {"status", status}, {"exit_code", exit_code}, {"end_unix_ms", end}};
+  if (signal) r["signal"] = signal == 9 ? "SIGKILL" : "SIGTERM";
+  return r;
+}
+
+Diagnosis AnalyzeDir(const std::string& dir) { return Analyze(LoadRunDir(dir)); }
+
+TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  // Node 1's last word had its ranks "exited" with the default code 0: no evidence.
+  json ranks = json::array(
+      {Rank(0, "killed", -15, kBase + 900, 15), Rank(1, "killed", -15, kBase + 900, 15)});
+  // A status the node sent before its ranks started named a default "rank 0".
+  ranks.push_back({{"rank", 0}, {"host", "node1"}, {"node_rank", 1}, {"status", "ok"}});
+  for (int r : {2, 3}) {
+    ranks.push_back({{"rank", r},
+                     {"host", "node1"},
+                     {"node_rank", 1},
+                     {"status", "ok"},
+                     {"exit_code", 0},
+                     {"pid", 200 + r}});
+  }
+  w.Summary({{"run_id", "lost"},
+             {"exit_code", 1},
+             {"error", "node 1 (node1) lost: its agent's stream ended"},
+             {"ranks", ranks},
+             {"nodes", json::array({{{"node_rank", 0}, {"host", "node0"}, {"status", "failed"}},
+                                    {{"node_rank", 1}, {"host", "node1"}, {"status", "lost"}}})}});
+  for (int r = 0; r < 4; ++r) w.RankDir(r);
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_EQ(d.kind, DiagnosisKind::kFailure);
+  EXPECT_EQ(d.headline,
+            "FAILURE: node 1 (node1) lost: its agent's stream ended; ranks 2,3 lost with node 1");
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(2, 3));
+  ASSERT_EQ(d.ranks.size(), 4u);
+  EXPECT_THAT(d.ranks[2].line, HasSubstr("lost with node 1 (node1)"));
+  EXPECT_THAT(d.ranks[2].line, Not(HasSubstr("exited with code 0")));
+  EXPECT_THAT(d.ranks[0].line, HasSubstr("torn down by the launcher"));
+}
+
+TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  json ranks =
+      json::array({Rank(0, "failed", 1, kBase + 500), Rank(1, "killed", -15, kBase + 900, 15)});
+  ranks.push_back({{"rank", 2}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
+  ranks.push_back({{"rank", 3}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
+  w.Summary({{"run_id", "lost"},
+             {"exit_code", 1},
+             {"ranks", ranks},
+             {"nodes", json::array({{{"node_rank", 1}, {"host", "node1"}, {"status", "lost"}}})}});
+  w.Error(0, "error", "ValueError: bad batch shape", kBase + 400);
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(0));
+  EXPECT_THAT(d.headline, HasSubstr("FAILURE: rank 0 reported an error: ValueError"));
+}
+
+TEST(FaultsDiagnosisTest, ANonFiniteLossIsTheRootCauseOverEarlierFallout) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 300),
+                        Rank(2, "killed", -15, kBase + 400, 15)}));
+  w.Error(0, "error", "Connection closed by peer [127.0.0.1]:4000", kBase + 90);
+  w.Event(1, "nan", "loss became NaN at step 12 on rank 1", kBase + 250);
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, HasSubstr("rank 1 stopped on a non-finite loss: loss became NaN at step "
+                                    "12 on rank 1"));
+}
+
+TEST(FaultsDiagnosisTest, AnOutOfMemoryOutranksAnEarlierErrorAndAnEarlierExit) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  // Under ulimit -v the OOM rank's exit can come last: its own cause still names it.
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 900)}));
+  w.Error(0, "error", "std::runtime_error: gloo::IoException", kBase + 95);
+  w.Error(1, "oom", "out of host memory in forward (std::bad_alloc)", kBase + 200);
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, HasSubstr("rank 1 ran out of memory"));
+}
+
+TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 200),
+                        Rank(2, "failed", 1, kBase + 50)}));
+  w.Error(2, "error", "connection reset by peer", kBase + 40);
+  w.Error(1, "error", "RuntimeError: shapes differ", kBase + 150);
+  RunSnapshot run = LoadRunDir(tmp.path());
+  std::vector<RankFacts> facts;
+  for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, {}));
+  const int picked = PickRootCause(facts);
+  EXPECT_EQ(picked, 0);  // own exit at +100 beats own error at +150; fallout last
+  EXPECT_THAT(Analyze(run).culprit_ranks, ElementsAre(picked));
+}
+
+TEST(FaultsDiagnosisTest, SilencesWithinTheMarginAreReportedAsATie) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  json ranks = json::array();
+  for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
+  w.Summary({{"run_id", "tie"}, {"exit_code", 3}, {"ranks", ranks}});
+  const time_t base = 1764450000;
+  // Ranks 1 and 2 went quiet 0.5 s apart (file times are whole seconds: the same second here).
+  for (int r = 0; r < 4; ++r) w.Output(r, r == 1 || r == 2 ? base : base + 60);
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1, 2));
+  EXPECT_THAT(d.headline, HasSubstr("ranks 1,2 silent longest, a tie"));
+}
+
+TEST(FaultsDiagnosisTest, StackEvidenceOutranksSilenceEvenWithAStackMissing) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  json ranks = json::array();
+  for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
+  w.Summary({{"run_id", "stacks"}, {"exit_code", 3}, {"ranks", ranks}});
+  const time_t base = 1764450000;
+  // Rank 0 is silent longest (a CPU hog starved its output) but rank 3's stack stands apart;
+  // gdb timed out on rank 1 under load, so it has no stack.
+  for (int r = 0; r < 4; ++r) w.Output(r, r == 0 ? base : base + 30);
+  w.Stacks(0, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
+  w.Stacks(2, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
+  w.Stacks(3, "#0  0x1 in compute_step ()\n#1  0x2 in main ()");
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(3));
+  EXPECT_THAT(d.headline, HasSubstr("stands apart by the stack"));
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
