@@ -209,16 +209,22 @@ void GlooCommunicator::Abort() {
 
 void GlooCommunicator::RunSendRecv(const Buffer* send, int dst, uint64_t send_slot,
                                    const Buffer* recv, int src, uint64_t recv_slot) {
+  // Peers on this host go through shared memory, the others through gloo; gloo's halves are
+  // posted first so that they progress while the shared-memory ones run.
+  const bool shm_send = send && SharesHost(dst);
+  const bool shm_recv = recv && SharesHost(src);
   std::unique_ptr<gloo::transport::UnboundBuffer> sbuf, rbuf;
   // Post the receive first so that a ring of SendRecv calls always has a matching receiver.
-  if (recv && recv->bytes() > 0) {
+  if (recv && !shm_recv && recv->bytes() > 0) {
     rbuf = context_->createUnboundBuffer(recv->ptr, recv->bytes());
     rbuf->recv(src, recv_slot);
   }
-  if (send && send->bytes() > 0) {
+  if (send && !shm_send && send->bytes() > 0) {
     sbuf = context_->createUnboundBuffer(send->ptr, send->bytes());
     sbuf->send(dst, send_slot);
   }
+  if (shm_send || shm_recv)
+    RunShmSendRecv(shm_send ? send : nullptr, dst, shm_recv ? recv : nullptr, src);
   if (rbuf) rbuf->waitRecv(nullptr, timeout_);
   if (sbuf) sbuf->waitSend(nullptr, timeout_);
 }

@@ -2,7 +2,8 @@
 // in call order (ops never overlap, so gloo tags cannot collide), and a Watchdog. With the
 // shared-memory transport (CommOptions::transport), allreduce, broadcast, allgather,
 // reduce_scatter and barrier run hierarchically: through a ShmGroup among the ranks of each host,
-// and gloo over TCP among the hosts' leaders; the other ops stay on gloo's full mesh.
+// and gloo over TCP among the hosts' leaders; send/recv between ranks of one host go through the
+// ShmGroup too; the other ops stay on gloo's full mesh.
 #pragma once
 
 #include <condition_variable>
@@ -91,6 +92,9 @@ class GlooCommunicator : public Communicator {
   void RunHierBarrier(uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
+  // Send/recv with peers on this host: shared memory when this rank has a host group.
+  bool SharesHost(int peer) const;
+  void RunShmSendRecv(const Buffer* send, int dst, const Buffer* recv, int src);
 
   const int rank_;
   const int size_;
