@@ -27,14 +27,39 @@ using std::chrono::seconds;
 
 const char kToken[] = "DLAUNCH_JOB_TOKEN=shm-two-node-test-token-0123456789";
 
+bool Shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+// Two network namespaces joined by a veth pair, 10.231.9.1 and .2, removed on destruction.
+struct VethHosts {
+  std::vector<std::string> ns;
+  bool wired = false;
+
+  VethHosts() {
+    const std::string tag = "dls" + std::to_string(::getpid() % 100000);
+    for (const char* side : {"a", "b"}) {
+      if (!Shell("ip netns add " + tag + side)) return;
+      ns.push_back(tag + side);
+    }
+    wired = Shell("ip link add " + ns[0] + "v type veth peer name " + ns[1] + "v");
+    for (size_t i = 0; i < ns.size() && wired; ++i) {
+      const std::string dev = ns[i] + "v", in = "ip -n " + ns[i] + " ";
+      wired = Shell("ip link set " + dev + " netns " + ns[i]) &&
+              Shell(in + "addr add " + Address(i) + "/24 dev " + dev) &&
+              Shell(in + "link set " + dev + " up") && Shell(in + "link set lo up");
+    }
+  }
+  ~VethHosts() {
+    for (const std::string& n : ns) Shell("ip netns del " + n);
+  }
+  static std::string Address(size_t i) { return "10.231.9." + std::to_string(i + 1); }
+};
+
 class ShmTwoNodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-shm2n-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    char tmpl[] = "/tmp/dlaunch-shm2n-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
     port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -124,59 +149,42 @@ TEST_F(ShmTwoNodeTest, TwoLaunchersOnLoopbackUseShmInsideEachNodeAndTcpAcross) {
 // Two hosts with their own host names and addresses: each launcher in its own network and UTS
 // namespace, the namespaces joined by a veth pair.
 TEST_F(ShmTwoNodeTest, NodesWithTheirOwnHostNamesAndAddressesUseShmInsideAndTcpAcross) {
-  const std::string tag = std::to_string(::getpid() % 100000);
-  const std::string a = "dls" + tag + "a", b = "dls" + tag + "b";
-  auto sh = [](const std::string& cmd) {
-    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  if (!Shell("command -v unshare")) GTEST_SKIP() << "no unshare";
+  VethHosts hosts;
+  if (!hosts.wired) GTEST_SKIP() << "cannot wire a veth pair between network namespaces here";
+  // Inside its namespaces each launcher gets its own host name and binds gloo to its veth.
+  auto host = [&](const std::string& ns, const std::string& name, std::vector<std::string> argv) {
+    std::vector<std::string> wrapped = {
+        "/usr/sbin/ip",
+        "netns",
+        "exec",
+        ns,
+        "unshare",
+        "--uts",
+        "/bin/sh",
+        "-c",
+        "hostname " + name + " && exec env GLOO_SOCKET_IFNAME=" + ns + "v \"$@\"",
+        "sh"};
+    wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+    return wrapped;
   };
-  if (!sh("command -v unshare") || !sh("ip netns add " + a)) {
-    GTEST_SKIP() << "cannot create network namespaces here";
+  const std::string endpoint = VethHosts::Address(0) + ":" + port_;
+  Launched n0(
+      host(hosts.ns[0], "dlhost-a", Node(0, endpoint, {"--master-addr", VethHosts::Address(0)})),
+      {kToken});
+  Launched n1(host(hosts.ns[1], "dlhost-b", Node(1, endpoint)), {kToken});
+  EXPECT_EQ(n1.Wait(seconds(150)), 0) << n1.err_text();
+  EXPECT_EQ(n0.Wait(seconds(150)), 0) << n0.err_text();
+  if (fs::exists(dir_ / "node0" / "job" / "preflight.json")) {
+    const json doc = Preflight();
+    ExpectMixedPaths(doc);
+    // The ranks really ran under the two host names.
+    ASSERT_EQ(doc["devices"].size(), 4u);
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(doc["devices"][r]["hostname"], r < 2 ? "dlhost-a" : "dlhost-b") << r;
+  } else {
+    ADD_FAILURE() << "no preflight.json; node 0 said: " << n0.err_text();
   }
-  sh("ip netns add " + b);
-  const bool wired = sh("ip link add " + a + "v type veth peer name " + b + "v") &&
-                     sh("ip link set " + a + "v netns " + a) &&
-                     sh("ip link set " + b + "v netns " + b) &&
-                     sh("ip -n " + a + " addr add 10.231.9.1/24 dev " + a + "v") &&
-                     sh("ip -n " + b + " addr add 10.231.9.2/24 dev " + b + "v") &&
-                     sh("ip -n " + a + " link set " + a + "v up") &&
-                     sh("ip -n " + b + " link set " + b + "v up") &&
-                     sh("ip -n " + a + " link set lo up") && sh("ip -n " + b + " link set lo up");
-  if (wired) {
-    // Inside its namespaces each launcher gets its own host name and binds gloo to its veth.
-    auto host = [&](const std::string& ns, const std::string& name, std::vector<std::string> argv) {
-      std::vector<std::string> wrapped = {
-          "/usr/sbin/ip",
-          "netns",
-          "exec",
-          ns,
-          "unshare",
-          "--uts",
-          "/bin/sh",
-          "-c",
-          "hostname " + name + " && exec env GLOO_SOCKET_IFNAME=" + ns + "v \"$@\"",
-          "sh"};
-      wrapped.insert(wrapped.end(), argv.begin(), argv.end());
-      return wrapped;
-    };
-    const std::string endpoint = "10.231.9.1:" + port_;
-    Launched n0(host(a, "dlhost-a", Node(0, endpoint, {"--master-addr", "10.231.9.1"})), {kToken});
-    Launched n1(host(b, "dlhost-b", Node(1, endpoint)), {kToken});
-    EXPECT_EQ(n1.Wait(seconds(150)), 0) << n1.err_text();
-    EXPECT_EQ(n0.Wait(seconds(150)), 0) << n0.err_text();
-    if (fs::exists(dir_ / "node0" / "job" / "preflight.json")) {
-      const json doc = Preflight();
-      ExpectMixedPaths(doc);
-      // The ranks really ran under the two host names.
-      ASSERT_EQ(doc["devices"].size(), 4u);
-      for (int r = 0; r < 4; ++r)
-        EXPECT_EQ(doc["devices"][r]["hostname"], r < 2 ? "dlhost-a" : "dlhost-b") << r;
-    } else {
-      ADD_FAILURE() << "no preflight.json; node 0 said: " << n0.err_text();
-    }
-  }
-  sh("ip netns del " + a);
-  sh("ip netns del " + b);
-  if (!wired) GTEST_SKIP() << "cannot wire a veth pair between namespaces here";
 }
 
 }  // namespace
