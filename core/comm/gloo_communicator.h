@@ -76,6 +76,9 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
                                 std::function<void()> run);
   void Loop();
+  // Runs `work` on the calling thread when it heads the queue and no op is running.
+  void RunHere(AsyncWork& work);
+  void RunTask(Task& task);
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
   // Chooses the transport (options.transport) and builds the host groups and the leaders'
@@ -120,6 +123,7 @@ class GlooCommunicator : public Communicator {
   std::deque<Task> queue_;
   bool stop_ = false;
   bool aborted_ = false;
+  bool busy_ = false;  // an op is running, on the worker or on a waiting caller
   std::thread worker_;
 };
 
