@@ -65,27 +65,24 @@ def main(out, systems):
         print(f"memcpy bandwidth (64 MiB buffers, before and after the rounds): "
               f"{' and '.join(f'{m:.2f}' for m in memcpy)} GB/s\n")
 
-    med = {s: {z: statistics.median(values(r, z, "time_us")) for z in sizes}
-           for s, r in runs.items()}
-    bw = {s: {z: statistics.median(values(r, z, "busbw_gbps")) for z in sizes}
-          for s, r in runs.items()}
-    head = " | ".join(f"{NAMES[s]}" for s in runs)
     extra = [("shm", "mpi"), ("shm", "torch"), ("shm", "tcp")]
     extra = [(a, b) for a, b in extra if a in runs and b in runs]
-    print("Time per allreduce (us)\n")
-    print(f"| size | {head} | " + " | ".join(f"{a}/{b} time" for a, b in extra) + " |")
+    table(runs, sizes, extra, "Time per allreduce (us)", "time_us", "{:.1f}", "time")
+    table(runs, sizes, extra, "Bus bandwidth (GB/s, nccl-tests' busbw = algbw x 2(n-1)/n)",
+          "busbw_gbps", "{:.3f}", "busbw")
+
+
+def table(runs, sizes, extra, title, key, fmt, what):
+    med = {s: {z: statistics.median(values(r, z, key)) for z in sizes} for s, r in runs.items()}
+    print(f"{title}\n")
+    head = " | ".join(NAMES[s] for s in runs)
+    print(f"| size | {head} | " + " | ".join(f"{a}/{b} {what}" for a, b in extra) + " |")
     print("| ---: |" + " ---: |" * (len(runs) + len(extra)))
     for z in sizes:
-        cells = [cell(values(r, z, "time_us"), "{:.1f}") for r in runs.values()]
+        cells = [cell(values(r, z, key), fmt) for r in runs.values()]
         ratios = [ratio(med[a][z], med[b][z]) for a, b in extra]
         print(f"| {human(z)} | " + " | ".join(cells + ratios) + " |")
-    print("\nBus bandwidth (GB/s, nccl-tests' busbw = algbw x 2(n-1)/n)\n")
-    print(f"| size | {head} | " + " | ".join(f"{a}/{b} busbw" for a, b in extra) + " |")
-    print("| ---: |" + " ---: |" * (len(runs) + len(extra)))
-    for z in sizes:
-        cells = [cell(values(r, z, "busbw_gbps"), "{:.3f}") for r in runs.values()]
-        ratios = [ratio(bw[a][z], bw[b][z]) for a, b in extra]
-        print(f"| {human(z)} | " + " | ".join(cells + ratios) + " |")
+    print()
 
 
 if __name__ == "__main__":

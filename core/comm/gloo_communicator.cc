@@ -160,14 +160,25 @@ void GlooCommunicator::Loop() {
       queue_cv_.wait(lock,
                      [&] { return (stop_ && queue_.empty()) || (!busy_ && !queue_.empty()); });
       if (queue_.empty()) return;  // stop_ and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
+      TakeHead(&task);
     }
     RunTask(task);
+    Release();
+  }
+}
+
+void GlooCommunicator::TakeHead(Task* task) {
+  *task = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+}
+
+void GlooCommunicator::Release() {
+  {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
   }
+  queue_cv_.notify_one();  // what was queued behind the op is the worker's again
 }
 
 void GlooCommunicator::RunHere(AsyncWork& work) {
@@ -178,16 +189,10 @@ void GlooCommunicator::RunHere(AsyncWork& work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (busy_ || queue_.empty() || queue_.front().work.get() != &work) return;
-    task = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
+    TakeHead(&task);
   }
   RunTask(task);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy_ = false;
-  }
-  queue_cv_.notify_one();  // what was queued behind it is the worker's again
+  Release();
 }
 
 void GlooCommunicator::RunTask(Task& task) {

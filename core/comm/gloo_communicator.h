@@ -79,6 +79,8 @@ class GlooCommunicator : public Communicator {
   // Runs `work` on the calling thread when it heads the queue and no op is running.
   void RunHere(AsyncWork& work);
   void RunTask(Task& task);
+  void TakeHead(Task* task);  // under mu_: the queue's head becomes the running op
+  void Release();             // the running op is over
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
   // Chooses the transport (options.transport) and builds the host groups and the leaders'
