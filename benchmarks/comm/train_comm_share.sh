@@ -5,7 +5,8 @@
 # samples/s, from each rank's final telemetry line in rank<R>/events.jsonl.
 #
 # usage: benchmarks/comm/train_comm_share.sh BUILD_DIR [OUT_DIR]
-# env:   NPROC (4), STEPS (300), REPEATS (3), TRAIN_ARGS (extra train options)
+# env:   NPROC (4), STEPS (300), REPEATS (3), TRAIN_ARGS (extra train options),
+#        DLAUNCH (BUILD_DIR/launcher/dlaunch, with dlaunch-worker next to it)
 # Run it alone: flock /tmp/dlaunch-bench.lock benchmarks/comm/train_comm_share.sh build /tmp/tcs
 set -euo pipefail
 BUILD="$(cd "${1:?usage: $0 BUILD_DIR [OUT_DIR]}" && pwd)"
@@ -13,6 +14,7 @@ OUT="${2:-$(mktemp -d /tmp/dlaunch-train-comm.XXXXXX)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 NPROC="${NPROC:-4}" STEPS="${STEPS:-300}" REPEATS="${REPEATS:-3}"
+DLAUNCH="${DLAUNCH:-$BUILD/launcher/dlaunch}"
 read -r -a EXTRA <<< "${TRAIN_ARGS:-}"
 TRANSPORTS=(shm tcp)
 echo "date: $(date -u +%FT%TZ); load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/machine.txt"
@@ -20,7 +22,7 @@ echo "date: $(date -u +%FT%TZ); load before: $(cut -d' ' -f1-3 /proc/loadavg)" |
 for i in $(seq 1 "$REPEATS"); do
   for k in 0 1; do
     t="${TRANSPORTS[$(((k + i - 1) % 2))]}"
-    cmd=("$BUILD/launcher/dlaunch" --nproc "$NPROC" --skip-doctor --log-dir "$OUT/logs"
+    cmd=("$DLAUNCH" --nproc "$NPROC" --skip-doctor --log-dir "$OUT/logs"
       --run-id "$t-$i" train --steps "$STEPS" --no-preflight --transport "$t" "${EXTRA[@]}")
     echo "== round $i: $t" | tee -a "$OUT/commands.txt"
     echo "${cmd[*]}" >> "$OUT/commands.txt"
