@@ -255,7 +255,8 @@ void ShmGroup::CheckPeers() {
     if (r == rank_) continue;
     ShmRankArea& peer = seg_->ranks[r];
     const uint32_t state = peer.state.load();
-    if (state == kLeft) {
+    // During send/recv only the peers of the transfer matter; the others may be done.
+    if (state == kLeft && (p2p_peers_[0] < 0 || r == p2p_peers_[0] || r == p2p_peers_[1])) {
       throw Error(ErrorKind::kPeerGone, "shared memory " + std::string(op_) + ": " + Who(r) +
                                             " left (its communicator was destroyed)");
     }

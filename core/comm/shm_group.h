@@ -147,6 +147,7 @@ class ShmGroup {
   const char* op_ = "";
   Deadline deadline_{};
   ShmOpShape shape_{};
+  int p2p_peers_[2] = {-1, -1};  // the send/recv in progress: its peers (-1: none, or a collective)
 };
 
 }  // namespace dlaunch::core

@@ -84,6 +84,14 @@ void ShmGroup::SendRecv(const void* send, size_t send_bytes, int dst, void* recv
                         int src, Deadline deadline) {
   op_ = dst >= 0 && src >= 0 ? "sendrecv" : dst >= 0 ? "send" : "recv";
   deadline_ = deadline;
+  struct Peers {
+    int* peers;
+    Peers(int* p, int dst, int src) : peers(p) {
+      peers[0] = dst >= 0 ? dst : src;
+      peers[1] = src >= 0 ? src : dst;
+    }
+    ~Peers() { peers[0] = peers[1] = -1; }
+  } involved(p2p_peers_, dst, src);
   if (aborted_.load() || seg_->broken.load() != kShmHealthy) ThrowBroken();
   Transfer out{dst, const_cast<char*>(static_cast<const char*>(send)), send_bytes, send_bytes};
   Transfer in{src, static_cast<char*>(recv), recv_bytes};

@@ -20,6 +20,7 @@
 #include <ctime>
 
 #include "core/comm/shm_group.h"
+#include "core/error.h"
 
 namespace dlaunch::core {
 
@@ -116,7 +117,12 @@ bool ShmGroup::WaitUntil(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sle
     FutexWait(word, seen, std::min<std::chrono::nanoseconds>(deadline_ - now, kShmSleepSlice));
     sleepers->fetch_sub(1);
     if (ready()) return true;
-    CheckPeers();
+    try {
+      CheckPeers();
+    } catch (const Error&) {
+      if (ready()) return true;  // a peer that left (or died) after it finished our part
+      throw;
+    }
   }
 }
 
