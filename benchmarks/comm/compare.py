@@ -1,4 +1,7 @@
-"""Medians of the rounds written by run_comm_bench.sh, as a markdown table."""
+"""Medians and spreads of the rounds written by run_comm_bench.sh, as markdown tables.
+
+usage: compare.py OUT_DIR [SYSTEM...]   (systems: shm tcp mpi torch; default: those found)
+"""
 
 import glob
 import json
@@ -6,18 +9,35 @@ import os
 import statistics
 import sys
 
+NAMES = {"shm": "dlaunch shm", "tcp": "dlaunch tcp", "mpi": "OpenMPI", "torch": "torch gloo"}
 
-def load(pattern, pick):
+
+def in_place(doc):
+    """dlaunch's in-place column: the same operation as MPI_IN_PLACE and torch's all_reduce."""
+    return [dict(r["in_place"], size=r["size"]) for r in doc["bandwidth"][0]["rows"]]
+
+
+def load(out, system):
     runs = []
-    for path in sorted(glob.glob(pattern)):
+    for path in sorted(glob.glob(os.path.join(out, f"{system}-*.json"))):
         with open(path) as f:
-            runs.append({r["size"]: r for r in pick(json.load(f))})
+            doc = json.load(f)
+        rows = in_place(doc) if system in ("shm", "tcp") else doc["rows"]
+        runs.append({r["size"]: r for r in rows})
     return runs
 
 
-def median_of(runs, size, key):
-    values = [r[size][key] for r in runs if size in r]
-    return statistics.median(values) if values else float("nan")
+def values(runs, size, key):
+    return [r[size][key] for r in runs if size in r]
+
+
+def cell(vals, fmt):
+    if not vals:
+        return "-"
+    med = statistics.median(vals)
+    if len(vals) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} ({fmt.format(min(vals))}-{fmt.format(max(vals))})"
 
 
 def human(size):
@@ -27,48 +47,44 @@ def human(size):
     return f"{size} B"
 
 
-def in_place(rows):
-    """dlaunch's in-place column: the same operation as torch's in-place all_reduce (and what
-    preflight measured before it had an out-of-place column); the out-of-place busbw is kept."""
-    out = []
-    for r in rows:
-        if "in_place" in r:
-            out.append(dict(r["in_place"], size=r["size"], oop_busbw_gbps=r["busbw_gbps"]))
-        else:
-            out.append(dict(r, oop_busbw_gbps=float("nan")))
-    return out
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
 
 
-def main(out):
-    dl = load(os.path.join(out, "dlaunch-*.json"), lambda d: in_place(d["bandwidth"][0]["rows"]))
-    tr = load(os.path.join(out, "torch-*.json"), lambda d: d["rows"])
-    with open(os.path.join(out, "memcpy.json")) as f:
-        memcpy = json.load(f)
-    sizes = sorted(set(dl[0]) & set(tr[0]))
-    print(f"memcpy bandwidth (64 MiB, median of {memcpy['repeats']}): "
-          f"{memcpy['median_gbps']:.2f} GB/s\n")
-    print(f"medians of {len(dl)} dlaunch and {len(tr)} torch rounds\n")
-    print("| size | dlaunch time (us) | torch time (us) | dlaunch busbw (GB/s) "
-          "| torch busbw (GB/s) | busbw ratio | dlaunch out-of-place busbw (GB/s) |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    ratios = []
-    for s in sizes:
-        dt, tt = median_of(dl, s, "time_us"), median_of(tr, s, "time_us")
-        db, tb = median_of(dl, s, "busbw_gbps"), median_of(tr, s, "busbw_gbps")
-        ratio = db / tb if tb else float("nan")
-        if s >= 1 << 20:
-            ratios.append(ratio)
-        oop = median_of(dl, s, "oop_busbw_gbps")
-        print(f"| {human(s)} | {dt:.1f} | {tt:.1f} | {db:.3f} | {tb:.3f} | {ratio:.2f}x "
-              f"| {oop:.3f} |")
+def main(out, systems):
+    runs = {s: load(out, s) for s in systems}
+    runs = {s: r for s, r in runs.items() if r}
+    memcpy = []
+    for path in sorted(glob.glob(os.path.join(out, "memcpy-*.json"))):
+        with open(path) as f:
+            memcpy.append(json.load(f)["median_gbps"])
+    sizes = sorted(set.intersection(*(set(r[0]) for r in runs.values())))
+    counts = ", ".join(f"{NAMES[s]} {len(r)}" for s, r in runs.items())
+    print(f"rounds: {counts}; cells are the median (min-max) over rounds\n")
+    if memcpy:
+        print(f"memcpy bandwidth (64 MiB buffers, before and after the rounds): "
+              f"{' and '.join(f'{m:.2f}' for m in memcpy)} GB/s\n")
+
+    extra = [("shm", "mpi"), ("shm", "torch"), ("shm", "tcp")]
+    extra = [(a, b) for a, b in extra if a in runs and b in runs]
+    table(runs, sizes, extra, "Time per allreduce (us)", "time_us", "{:.1f}", "time")
+    table(runs, sizes, extra, "Bus bandwidth (GB/s, nccl-tests' busbw = algbw x 2(n-1)/n)",
+          "busbw_gbps", "{:.3f}", "busbw")
+
+
+def table(runs, sizes, extra, title, key, fmt, what):
+    med = {s: {z: statistics.median(values(r, z, key)) for z in sizes} for s, r in runs.items()}
+    print(f"{title}\n")
+    head = " | ".join(NAMES[s] for s in runs)
+    print(f"| size | {head} | " + " | ".join(f"{a}/{b} {what}" for a, b in extra) + " |")
+    print("| ---: |" + " ---: |" * (len(runs) + len(extra)))
+    for z in sizes:
+        cells = [cell(values(r, z, key), fmt) for r in runs.values()]
+        ratios = [ratio(med[a][z], med[b][z]) for a, b in extra]
+        print(f"| {human(z)} | " + " | ".join(cells + ratios) + " |")
     print()
-    if ratios:
-        print(f"busbw ratio dlaunch/torch at >= 1 MiB: min {min(ratios):.2f}x, "
-              f"median {statistics.median(ratios):.2f}x")
-    if 1024 in sizes:
-        d, t = median_of(dl, 1024, "time_us"), median_of(tr, 1024, "time_us")
-        print(f"latency at 1 KiB: dlaunch {d:.1f} us, torch {t:.1f} us ({t / d:.2f}x lower)")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    found = [s for s in NAMES if glob.glob(os.path.join(sys.argv[1], f"{s}-*.json"))]
+    main(sys.argv[1], sys.argv[2:] or found)

@@ -11,6 +11,7 @@ AsyncWork::AsyncWork(int rank, int64_t seq, std::string op, TimeoutHook on_wait_
       progress_(std::move(progress)) {}
 
 void AsyncWork::Wait(std::chrono::milliseconds timeout) {
+  if (run_here_ && !IsCompleted()) run_here_(*this, timeout);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   if (progress_) {
     // Poll with a short sleep: completion is only noticed by calling progress_.

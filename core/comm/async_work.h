@@ -22,6 +22,12 @@ class AsyncWork : public Work {
   AsyncWork(int rank, int64_t seq, std::string op, TimeoutHook on_wait_timeout,
             std::function<void()> progress = nullptr);
 
+  // Called once at the start of Wait(), on the waiting thread, unless the work is done by then:
+  // a backend may run the work right there rather than wake another thread for it and be woken
+  // back. Set before the work is handed out.
+  using RunHere = std::function<void(AsyncWork& work, std::chrono::milliseconds timeout)>;
+  void SetRunHere(RunHere run_here) { run_here_ = std::move(run_here); }
+
   void Wait(std::chrono::milliseconds timeout) override;
   bool IsCompleted() override;
 
@@ -38,6 +44,7 @@ class AsyncWork : public Work {
   const std::string op_;
   const TimeoutHook on_wait_timeout_;
   const std::function<void()> progress_;
+  RunHere run_here_;
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;

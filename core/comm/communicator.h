@@ -66,8 +66,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "gloo" or "nccl"
-  // The path this rank's collectives take to `peer`: "shm" (shared memory inside the host),
-  // "tcp" (gloo's TCP transport) or "nccl" (NCCL's own choice). Does not block.
+  // The path this rank's collectives and send/recv take to `peer`: "shm" (shared memory inside the
+  // host), "tcp" (gloo's TCP transport) or "nccl" (NCCL's own choice). Does not block.
   virtual const char* CollectivePath(int peer) const { return backend(); }
 
   // All calls return at once; the work runs in the background. In-place where one buffer is given.

@@ -125,6 +125,10 @@ std::shared_ptr<Work> GlooCommunicator::Enqueue(std::vector<int64_t> seqs, const
         if (auto wd = weak_watchdog.lock()) return wd->Fire(seq, name).message;
         return name + " seq " + std::to_string(seq) + " timed out";
       });
+  work->SetRunHere([this](AsyncWork& w, std::chrono::milliseconds timeout) {
+    // Only a wait that lasts as long as the op may run it: a shorter one must be able to give up.
+    if (timeout >= timeout_) RunHere(w);
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) {
@@ -154,39 +158,72 @@ void GlooCommunicator::Loop() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      queue_cv_.wait(lock,
+                     [&] { return (stop_ && queue_.empty()) || (!busy_ && !queue_.empty()); });
       if (queue_.empty()) return;  // stop_ and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      TakeHead(&task);
     }
-    for (int64_t s : task.seqs) recorder_.Start(s);
-    try {
-      task.run();
-      for (int64_t s : task.seqs) recorder_.Complete(s);
-      task.work->MarkCompleted();
-    } catch (const std::exception& e) {
-      ErrorKind kind = watchdog_->fired() ? ErrorKind::kTimeout : ClassifyGlooError(e.what());
-      if (const auto* err = dynamic_cast<const Error*>(&e)) kind = err->kind();
-      std::string message = Describe(task.op, task.seqs.front()) + " failed: " + e.what();
-      if (kind == ErrorKind::kTimeout) {
-        // gloo's own deadline (the same collective timeout) can beat the watchdog's tick; either
-        // way the hang gets one report, with the op still shown as started in the dump.
-        message = watchdog_->Fire(task.seqs.front(), task.op).message;
-      } else if (kind == ErrorKind::kPeerGone) {
-        // A gloo rank that times out closes all its connections, so the other ranks of a hung
-        // collective mostly see "connection closed". Look for missing ranks all the same: if
-        // some never joined, this is the hang, not a crash.
-        TimeoutReport report = watchdog_->Fire(task.seqs.front(), task.op, e.what());
-        message = report.message;
-        if (report.is_hang()) kind = ErrorKind::kTimeout;
-      } else if (kind == ErrorKind::kInvalidArgument) {
-        // The ranks called different collectives (the shared-memory shape check): abort and dump
-        // like a broken peer, so that every rank's flight recorder shows the mismatch.
-        message = watchdog_->Fire(task.seqs.front(), task.op, e.what()).message;
-      }
-      for (int64_t s : task.seqs) recorder_.Fail(s, e.what());
-      task.work->MarkFailed(kind, message);
+    RunTask(task);
+    Release();
+  }
+}
+
+void GlooCommunicator::TakeHead(Task* task) {
+  *task = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+}
+
+void GlooCommunicator::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  queue_cv_.notify_one();  // what was queued behind the op is the worker's again
+}
+
+void GlooCommunicator::RunHere(AsyncWork& work) {
+  // The caller waits for the op at the head of an idle queue: it runs the op itself, sparing two
+  // thread hand-offs (worker wake-up, completion wake-up) that dominate a small shared-memory op
+  // when ranks outnumber cores.
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_ || queue_.empty() || queue_.front().work.get() != &work) return;
+    TakeHead(&task);
+  }
+  RunTask(task);
+  Release();
+}
+
+void GlooCommunicator::RunTask(Task& task) {
+  for (int64_t s : task.seqs) recorder_.Start(s);
+  try {
+    task.run();
+    for (int64_t s : task.seqs) recorder_.Complete(s);
+    task.work->MarkCompleted();
+  } catch (const std::exception& e) {
+    ErrorKind kind = watchdog_->fired() ? ErrorKind::kTimeout : ClassifyGlooError(e.what());
+    if (const auto* err = dynamic_cast<const Error*>(&e)) kind = err->kind();
+    std::string message = Describe(task.op, task.seqs.front()) + " failed: " + e.what();
+    if (kind == ErrorKind::kTimeout) {
+      // gloo's own deadline (the same collective timeout) can beat the watchdog's tick; either
+      // way the hang gets one report, with the op still shown as started in the dump.
+      message = watchdog_->Fire(task.seqs.front(), task.op).message;
+    } else if (kind == ErrorKind::kPeerGone) {
+      // A gloo rank that times out closes all its connections, so the other ranks of a hung
+      // collective mostly see "connection closed". Look for missing ranks all the same: if
+      // some never joined, this is the hang, not a crash.
+      TimeoutReport report = watchdog_->Fire(task.seqs.front(), task.op, e.what());
+      message = report.message;
+      if (report.is_hang()) kind = ErrorKind::kTimeout;
+    } else if (kind == ErrorKind::kInvalidArgument) {
+      // The ranks called different collectives (the shared-memory shape check): abort and dump
+      // like a broken peer, so that every rank's flight recorder shows the mismatch.
+      message = watchdog_->Fire(task.seqs.front(), task.op, e.what()).message;
     }
+    for (int64_t s : task.seqs) recorder_.Fail(s, e.what());
+    task.work->MarkFailed(kind, message);
   }
 }
 
@@ -210,16 +247,22 @@ void GlooCommunicator::Abort() {
 
 void GlooCommunicator::RunSendRecv(const Buffer* send, int dst, uint64_t send_slot,
                                    const Buffer* recv, int src, uint64_t recv_slot) {
+  // Peers on this host go through shared memory, the others through gloo; gloo's halves are
+  // posted first so that they progress while the shared-memory ones run.
+  const bool shm_send = send && SharesHost(dst);
+  const bool shm_recv = recv && SharesHost(src);
   std::unique_ptr<gloo::transport::UnboundBuffer> sbuf, rbuf;
   // Post the receive first so that a ring of SendRecv calls always has a matching receiver.
-  if (recv && recv->bytes() > 0) {
+  if (recv && !shm_recv && recv->bytes() > 0) {
     rbuf = context_->createUnboundBuffer(recv->ptr, recv->bytes());
     rbuf->recv(src, recv_slot);
   }
-  if (send && send->bytes() > 0) {
+  if (send && !shm_send && send->bytes() > 0) {
     sbuf = context_->createUnboundBuffer(send->ptr, send->bytes());
     sbuf->send(dst, send_slot);
   }
+  if (shm_send || shm_recv)
+    RunShmSendRecv(shm_send ? send : nullptr, dst, shm_recv ? recv : nullptr, src);
   if (rbuf) rbuf->waitRecv(nullptr, timeout_);
   if (sbuf) sbuf->waitSend(nullptr, timeout_);
 }

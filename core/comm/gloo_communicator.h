@@ -2,7 +2,8 @@
 // in call order (ops never overlap, so gloo tags cannot collide), and a Watchdog. With the
 // shared-memory transport (CommOptions::transport), allreduce, broadcast, allgather,
 // reduce_scatter and barrier run hierarchically: through a ShmGroup among the ranks of each host,
-// and gloo over TCP among the hosts' leaders; the other ops stay on gloo's full mesh.
+// and gloo over TCP among the hosts' leaders; send/recv between ranks of one host go through the
+// ShmGroup too; the other ops stay on gloo's full mesh.
 #pragma once
 
 #include <condition_variable>
@@ -78,6 +79,11 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
                                 std::function<void()> run);
   void Loop();
+  // Runs `work` on the calling thread when it heads the queue and no op is running.
+  void RunHere(AsyncWork& work);
+  void RunTask(Task& task);
+  void TakeHead(Task* task);  // under mu_: the queue's head becomes the running op
+  void Release();             // the running op is over
   std::string Describe(const std::string& op, int64_t seq) const;
   uint32_t NextTag();
   // Chooses the transport (options.transport) and builds the host groups and the leaders'
@@ -94,6 +100,9 @@ class GlooCommunicator : public Communicator {
   void RunHierBarrier(uint32_t tag);
   void RunSendRecv(const Buffer* send, int dst, uint64_t send_slot, const Buffer* recv, int src,
                    uint64_t recv_slot);
+  // Send/recv with peers on this host: shared memory when this rank has a host group.
+  bool SharesHost(int peer) const;
+  void RunShmSendRecv(const Buffer* send, int dst, const Buffer* recv, int src);
 
   const int rank_;
   const int size_;
@@ -119,6 +128,7 @@ class GlooCommunicator : public Communicator {
   std::deque<Task> queue_;
   bool stop_ = false;
   bool aborted_ = false;
+  bool busy_ = false;  // an op is running, on the worker or on a waiting caller
   std::thread worker_;
 };
 

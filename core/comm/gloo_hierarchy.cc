@@ -68,6 +68,17 @@ const char* GlooCommunicator::CollectivePath(int peer) const {
   return topology_.HostOf(peer) == topology_.host ? "shm" : "tcp";
 }
 
+bool GlooCommunicator::SharesHost(int peer) const {
+  return shm_ && topology_.HostOf(peer) == topology_.host;
+}
+
+void GlooCommunicator::RunShmSendRecv(const Buffer* send, int dst, const Buffer* recv, int src) {
+  shm_->SendRecv(send ? send->ptr : nullptr, send ? send->bytes() : 0,
+                 send ? topology_.LocalIndex(dst) : -1, recv ? recv->ptr : nullptr,
+                 recv ? recv->bytes() : 0, recv ? topology_.LocalIndex(src) : -1,
+                 Clock::now() + timeout_);
+}
+
 void GlooCommunicator::RunHierAllReduce(Buffer buf, ReduceOp op, uint32_t tag) {
   const auto deadline = Clock::now() + timeout_;
   if (topology_.hosts.size() == 1) {

@@ -33,7 +33,6 @@ LinkPaths GatherLinkPaths(Communicator& comm, std::chrono::milliseconds timeout)
   for (int s = 0; s < n; ++s) {
     for (int d = 0; d < n; ++d) paths.collectives[s][d] = kPaths[all[s * n + d] % 3];
   }
-  paths.p2p = std::string(comm.backend()) == "nccl" ? "nccl" : "tcp";
   return paths;
 }
 
@@ -51,9 +50,11 @@ std::string LinkPaths::Summary() const {
     for (size_t i = 0; i < list.size() && i < kMaxPairs; ++i) out += " " + list[i];
     if (list.size() > kMaxPairs) out += " (+" + std::to_string(list.size() - kMaxPairs) + ")";
   }
-  return (out.empty() ? "none" : out) + " (send/recv: " + p2p + ")";
+  return out.empty() ? "none" : out;
 }
 
-nlohmann::json LinkPaths::ToJson() const { return {{"collectives", collectives}, {"p2p", p2p}}; }
+nlohmann::json LinkPaths::ToJson() const {
+  return {{"collectives", collectives}, {"p2p", collectives}};
+}
 
 }  // namespace dlaunch::core

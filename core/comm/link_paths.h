@@ -1,5 +1,5 @@
-// Which path each pair of ranks' collectives took (shared memory, TCP, NCCL), gathered from every
-// rank: what preflight reports next to its bandwidth tables.
+// Which path each pair of ranks' collectives and send/recv took (shared memory, TCP, NCCL),
+// gathered from every rank: what preflight reports next to its bandwidth tables.
 #pragma once
 
 #include <chrono>
@@ -12,10 +12,11 @@
 namespace dlaunch::core {
 
 struct LinkPaths {
-  std::vector<std::vector<std::string>> collectives;  // [src][dst]: "shm", "tcp" or "nccl"
-  std::string p2p;  // send/recv: "tcp" on gloo (its full mesh), "nccl" on NCCL
+  // [src][dst]: "shm", "tcp" or "nccl"; send/recv between two ranks take the same path as
+  // their collectives.
+  std::vector<std::vector<std::string>> collectives;
 
-  // "shm 0-1 2-3; tcp 0-2 0-3 1-2 1-3 (send/recv: tcp)": pairs grouped by path, at most 24 each.
+  // "shm 0-1 2-3; tcp 0-2 0-3 1-2 1-3": pairs grouped by path, at most 24 each.
   std::string Summary() const;
   nlohmann::json ToJson() const;
 };

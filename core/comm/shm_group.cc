@@ -1,21 +1,16 @@
 #include "core/comm/shm_group.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
 
+#include "core/comm/shm_segment.h"
 #include "core/error.h"
 
 namespace dlaunch::core {
@@ -23,13 +18,12 @@ namespace dlaunch::core {
 namespace {
 
 constexpr uint64_t kMagic = 0x6d68732d6e75616cull;  // "laun-shm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr int kMaxLocalRanks = 256;
-// How long a sleeping waiter goes without looking at its peers' health and the abort flag.
-constexpr std::chrono::milliseconds kSleepSlice(10);
+// All send/recv rings of a host together stay under this, however many ranks it has.
+constexpr size_t kChannelBudgetBytes = size_t{64} << 20;
 
 enum RankState : uint32_t { kJoining = 0, kRunning = 1, kLeft = 2, kDead = 3 };
-enum Broken : uint32_t { kHealthy = 0, kAborted = 1, kDied = 2 };
 
 size_t RoundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
@@ -51,53 +45,7 @@ void WaitPhases(int local_size, std::chrono::nanoseconds* spin, std::chrono::nan
   *yield = EnvMicros("DLAUNCH_SHM_YIELD_US", crowded ? 100 : 0);
 }
 
-void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::nanoseconds timeout) {
-  timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
-              static_cast<long>(timeout.count() % 1000000000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-}  // namespace
-
-// Per local rank, on its own cache lines.
-struct alignas(64) ShmRankArea {
-  pthread_mutex_t alive;  // robust: held while attached
-  std::atomic<uint32_t> state;
-  std::atomic<uint64_t> arrived;  // barriers this rank has arrived at
-  int32_t pid;
-  ShmOpShape shape[2];  // by barrier parity, like the data
-};
-
-struct alignas(64) ShmSegment {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t local_size;
-  uint64_t slot_bytes;
-  uint64_t total_bytes;
-  std::atomic<uint32_t> mapped;
-  alignas(64) std::atomic<uint64_t> arrivals;    // sum over ranks of barriers arrived at
-  alignas(64) std::atomic<uint32_t> generation;  // barriers completed (the futex word)
-  std::atomic<uint32_t> sleepers;
-  alignas(64) std::atomic<uint32_t> broken;
-  std::atomic<int32_t> broken_by;  // local rank
-  ShmRankArea ranks[1];            // local_size of them
-};
-
-namespace {
 
 size_t HeaderBytes(int local_size) {
   return RoundUp(sizeof(ShmSegment) + sizeof(ShmRankArea) * (local_size - 1), 4096);
@@ -122,8 +70,13 @@ ShmGroup::ShmGroup(const ShmGroupOptions& options)
                                                  std::to_string(kMaxLocalRanks) + " supported)");
   }
   slot_bytes_ = RoundUp(std::max<size_t>(options.slot_bytes, 64 * size_), 64 * size_);
+  const size_t pairs = static_cast<size_t>(size_) * size_;
+  channel_bytes_ =
+      RoundUp(std::max<size_t>(256, std::min(slot_bytes_ / 4, kChannelBudgetBytes / pairs)), 64);
   const size_t header = HeaderBytes(size_);
-  const size_t total = header + slot_bytes_ * (2 * size_ + 2);
+  const size_t data_bytes = slot_bytes_ * (2 * size_ + 2);
+  const size_t channel_table = RoundUp(pairs * sizeof(ShmChannel), 4096);
+  const size_t total = header + data_bytes + channel_table + pairs * channel_bytes_;
   const std::string key = "shm/segment";
   const auto deadline = std::chrono::steady_clock::now() + options.rendezvous_timeout;
   WaitPhases(size_, &spin_, &yield_);
@@ -164,12 +117,15 @@ ShmGroup::ShmGroup(const ShmGroupOptions& options)
   seg_ = static_cast<ShmSegment*>(map);
   mapped_bytes_ = total;
   data_ = static_cast<char*>(map) + header;
+  channels_ = reinterpret_cast<ShmChannel*>(data_ + data_bytes);
+  rings_ = data_ + data_bytes + channel_table;
 
   if (rank_ == 0) {
     // The pages are zero: atomics start at 0. Only the mutexes need initialising.
     seg_->version = kVersion;
     seg_->local_size = static_cast<uint32_t>(size_);
     seg_->slot_bytes = slot_bytes_;
+    seg_->channel_bytes = channel_bytes_;
     seg_->total_bytes = total;
     for (int r = 0; r < size_; ++r) {
       pthread_mutexattr_t attr;
@@ -183,7 +139,8 @@ ShmGroup::ShmGroup(const ShmGroupOptions& options)
     options.store->Set(key, name_);
   } else if (__atomic_load_n(&seg_->magic, __ATOMIC_ACQUIRE) != kMagic ||
              seg_->version != kVersion || seg_->local_size != static_cast<uint32_t>(size_) ||
-             seg_->slot_bytes != slot_bytes_ || seg_->total_bytes != total) {
+             seg_->slot_bytes != slot_bytes_ || seg_->channel_bytes != channel_bytes_ ||
+             seg_->total_bytes != total) {
     munmap(map, total);
     seg_ = nullptr;
     throw Error(ErrorKind::kInternal, "shared memory segment " + name_ +
@@ -232,7 +189,7 @@ void ShmGroup::Detach() {
   me.state.store(kLeft);
   pthread_mutex_unlock(&me.alive);
   attached_ = false;
-  FutexWakeAll(&seg_->generation);  // let waiters see that we left
+  WakeEveryone();  // let waiters see that we left
 }
 
 char* ShmGroup::Slot(int set, int local) const {
@@ -247,7 +204,7 @@ void ShmGroup::Begin(const char* op, const ShmOpShape& shape, Deadline deadline)
   op_ = op;
   deadline_ = deadline;
   shape_ = shape;
-  if (aborted_.load() || seg_->broken.load() != kHealthy) ThrowBroken();
+  if (aborted_.load() || seg_->broken.load() != kShmHealthy) ThrowBroken();
   seg_->ranks[rank_].shape[WriteSet()] = shape;
 }
 
@@ -287,42 +244,10 @@ void ShmGroup::Sync() {
     return;
   }
   const uint32_t want = static_cast<uint32_t>(target);
-  WaitUntil([&] {
+  const bool met = WaitUntil(&seg_->generation, &seg_->sleepers, [&] {
     return static_cast<int32_t>(seg_->generation.load(std::memory_order_acquire) - want) >= 0;
   });
-}
-
-template <typename Ready>
-void ShmGroup::WaitUntil(Ready ready) {
-  if (ready()) return;
-  const auto spin_until = std::chrono::steady_clock::now() + spin_;
-  do {
-    for (int i = 0; i < 64; ++i) {
-      CpuRelax();
-      if (ready()) return;
-    }
-  } while (std::chrono::steady_clock::now() < spin_until);
-  const auto yield_until = std::chrono::steady_clock::now() + yield_;
-  while (std::chrono::steady_clock::now() < yield_until) {
-    sched_yield();
-    if (ready()) return;
-  }
-  while (true) {
-    if (aborted_.load() || seg_->broken.load() != kHealthy) ThrowBroken();
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline_) ThrowTimeout();
-    const uint32_t seen = seg_->generation.load();
-    seg_->sleepers.fetch_add(1);
-    if (ready()) {
-      seg_->sleepers.fetch_sub(1);
-      return;
-    }
-    FutexWait(&seg_->generation, seen,
-              std::min<std::chrono::nanoseconds>(deadline_ - now, kSleepSlice));
-    seg_->sleepers.fetch_sub(1);
-    if (ready()) return;
-    CheckPeers();
-  }
+  if (!met) ThrowTimeout();
 }
 
 void ShmGroup::CheckPeers() {
@@ -330,7 +255,8 @@ void ShmGroup::CheckPeers() {
     if (r == rank_) continue;
     ShmRankArea& peer = seg_->ranks[r];
     const uint32_t state = peer.state.load();
-    if (state == kLeft) {
+    // During send/recv only the peers of the transfer matter; the others may be done.
+    if (state == kLeft && (p2p_peers_[0] < 0 || r == p2p_peers_[0] || r == p2p_peers_[1])) {
       throw Error(ErrorKind::kPeerGone, "shared memory " + std::string(op_) + ": " + Who(r) +
                                             " left (its communicator was destroyed)");
     }
@@ -341,9 +267,9 @@ void ShmGroup::CheckPeers() {
       peer.state.store(kDead);
       pthread_mutex_consistent(&peer.alive);
       pthread_mutex_unlock(&peer.alive);
-      uint32_t healthy = kHealthy;
-      if (seg_->broken.compare_exchange_strong(healthy, kDied)) seg_->broken_by.store(r);
-      FutexWakeAll(&seg_->generation);
+      uint32_t healthy = kShmHealthy;
+      if (seg_->broken.compare_exchange_strong(healthy, kShmDied)) seg_->broken_by.store(r);
+      WakeEveryone();
       ThrowBroken();
     }
     if (rc == 0) pthread_mutex_unlock(&peer.alive);  // between Attach's lock and state store
@@ -357,7 +283,7 @@ void ShmGroup::ThrowBroken() {
   }
   const int by = seg_->broken_by.load();
   const std::string who = by >= 0 && by < size_ ? Who(by) : "a local rank";
-  if (seg_->broken.load() == kDied) {
+  if (seg_->broken.load() == kShmDied) {
     throw Error(ErrorKind::kPeerGone,
                 "shared memory " + std::string(op_) + ": " + who + " (pid " +
                     std::to_string(by >= 0 && by < size_ ? seg_->ranks[by].pid : 0) + ") died");
@@ -376,11 +302,16 @@ void ShmGroup::ThrowTimeout() {
                   " timed out; not arrived: " + (late.empty() ? "none" : late));
 }
 
+void ShmGroup::WakeEveryone() {
+  FutexWakeAll(&seg_->generation);
+  for (int r = 0; r < size_; ++r) FutexWakeAll(&seg_->ranks[r].doorbell);
+}
+
 void ShmGroup::Abort() {
   if (aborted_.exchange(true)) return;
-  uint32_t healthy = kHealthy;
-  if (seg_->broken.compare_exchange_strong(healthy, kAborted)) seg_->broken_by.store(rank_);
-  FutexWakeAll(&seg_->generation);
+  uint32_t healthy = kShmHealthy;
+  if (seg_->broken.compare_exchange_strong(healthy, kShmAborted)) seg_->broken_by.store(rank_);
+  WakeEveryone();
 }
 
 }  // namespace dlaunch::core

@@ -44,6 +44,7 @@ struct ShmOpShape {
 };
 
 struct ShmSegment;
+struct ShmChannel;
 
 class ShmGroup {
  public:
@@ -79,12 +80,23 @@ class ShmGroup {
                      int divisor, Deadline deadline);
   void Barrier(Deadline deadline);
 
+  // Point-to-point between local ranks (dst, src; -1 for none), both halves in flight together
+  // so that a ring of ranks that all send and receive cannot deadlock. Each ordered pair has a
+  // ring of channel_bytes(): a send returns once its last byte is in the ring (at once when the
+  // message fits), a receive once its last byte arrived; messages between a pair keep their
+  // order. Each message carries its length: a receive of a different size throws
+  // Error(kInvalidArgument) naming both sizes before it reads any payload. Errors and deadline
+  // as for the collectives.
+  void SendRecv(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
+                int src, Deadline deadline);
+
   // Makes the op in progress (here and on every peer) fail at once. Thread-safe; does not block.
   void Abort();
 
   int local_rank() const { return rank_; }
   int local_size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }
+  size_t channel_bytes() const { return channel_bytes_; }
 
  private:
   // The three steps of every op: publish this rank's shape, meet, compare everyone's.
@@ -93,8 +105,9 @@ class ShmGroup {
   // Meets every local rank: the barrier that separates writing a set from reading it.
   void Sync();
   template <typename Ready>
-  void WaitUntil(Ready ready);
+  bool WaitUntil(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleepers, Ready ready);
   void CheckPeers();
+  void WakeEveryone();
   [[noreturn]] void ThrowBroken();
   [[noreturn]] void ThrowTimeout();
   std::string Who(int local) const;
@@ -106,6 +119,13 @@ class ShmGroup {
   int ReadSet() const { return static_cast<int>((barriers_ + 1) & 1); }
   char* Slot(int set, int local) const;
   char* Result(int set) const;
+  // The ring from local rank src to dst, and what moves through it: each returns the bytes it
+  // moved (0 when the ring is full / empty) and rings the other side's doorbell when it moved any.
+  ShmChannel& Channel(int src, int dst) const;
+  char* Ring(int src, int dst) const;
+  size_t Push(int dst, const char* from, size_t len);
+  size_t Pop(int src, char* to, size_t len);
+  void RingDoorbell(int local);
 
   const int rank_;
   const int size_;
@@ -115,6 +135,9 @@ class ShmGroup {
   ShmSegment* seg_ = nullptr;
   size_t mapped_bytes_ = 0;
   char* data_ = nullptr;
+  size_t channel_bytes_ = 0;
+  ShmChannel* channels_ = nullptr;
+  char* rings_ = nullptr;
   uint64_t barriers_ = 0;  // barriers completed by this rank; equal on every rank between ops
   std::chrono::nanoseconds spin_{0};   // waiting: spin this long,
   std::chrono::nanoseconds yield_{0};  // then yield the core this long, then sleep
@@ -124,6 +147,7 @@ class ShmGroup {
   const char* op_ = "";
   Deadline deadline_{};
   ShmOpShape shape_{};
+  int p2p_peers_[2] = {-1, -1};  // the send/recv in progress: its peers (-1: none, or a collective)
 };
 
 }  // namespace dlaunch::core
