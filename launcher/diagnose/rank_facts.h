@@ -85,6 +85,11 @@ struct RankFacts {
   bool reported_timeout = false;
   std::vector<TimeoutClaim> timeout_claims;
 
+  // Gloo aborted it because a peer sent more bytes than it expected (python_evidence.h): the
+  // healthy side of a size mismatch.
+  int64_t peer_sent_bytes = -1, peer_expected_bytes = -1;
+  bool aborted_by_peer_size() const { return peer_sent_bytes >= 0; }
+
   StackSummary stack;
   std::vector<std::string> nccl_warnings;
   // Evidence lines attached by enrichers, shown with the report.

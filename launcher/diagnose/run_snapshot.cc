@@ -1,5 +1,7 @@
 #include "launcher/diagnose/run_snapshot.h"
 
+#include "launcher/diagnose/python_evidence.h"
+
 namespace dlaunch::launcher {
 
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
@@ -13,6 +15,7 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   for (rundir::RankFiles& rank : files.ranks) {
     RankRecord record;
     static_cast<rundir::RankFiles&>(record) = std::move(rank);
+    MergeFlightTail(rundir::RunDir(run.run_dir).rank(record.rank), &record, &run.problems);
     run.ranks.push_back(std::move(record));
   }
   if (files.summary) {

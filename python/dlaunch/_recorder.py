@@ -1,11 +1,23 @@
 """The rank's flight recorder: a ring of the last collectives and point-to-point calls, in the
-flight.json schema that dlaunch's native ranks write (docs/run-directory.md)."""
+flight.json schema that dlaunch's native ranks write (docs/run-directory.md).
+
+flight.json is written now and then; a rank that dies in between (Gloo aborts a rank that
+received the wrong size with SIGABRT, inside its own thread, before Python can run again) would
+lose its last calls. So each change of an entry is also written at once, before the call enters
+the backend, into flight_tail.jsonl: TAIL_SLOTS fixed-size lines, entry `seq` in line
+seq % TAIL_SLOTS, rewritten in place with pwrite(2). The page cache keeps what was written when
+the process dies; the launcher merges the tail over flight.json."""
+import json
 import os
 import threading
 import time
 
 SCHEDULED, STARTED, COMPLETED, FAILED = "scheduled", "started", "completed", "failed"
 P2P_OPS = ("send", "recv")
+TAIL_FILE = "flight_tail.jsonl"
+TAIL_SLOTS = 64
+TAIL_SLOT_BYTES = 1024
+_BLANK_SLOT = b" " * (TAIL_SLOT_BYTES - 1) + b"\n"
 
 
 class Entry:
@@ -51,6 +63,36 @@ class FlightRecorder:
         self.last_completed = -1
         self.version = 0  # bumped on every change: the periodic dump skips an unchanged ring
         self.last_change_ns = 0
+        self._tail_fd = -1
+
+    def open_tail(self, path):
+        """Starts the tail file (emptied: a new rank's entries only). Without it the recorder
+        keeps working and only flight.json is written."""
+        try:
+            self._tail_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                                    0o644)
+        except OSError:
+            self._tail_fd = -1
+
+    def _write_tail(self, e):
+        """Under self._lock: entry e into its slot, one pwrite."""
+        if self._tail_fd < 0:
+            return
+        doc = e.to_json()
+        line = json.dumps(doc, separators=(",", ":")).encode()
+        if len(line) >= TAIL_SLOT_BYTES:  # long call sites and shapes are cut, never the slot
+            doc["call_site"] = doc["call_site"][-200:]
+            doc["shape"] = doc["shape"][:8]
+            doc["error"] = doc["error"][:200]
+            line = json.dumps(doc, separators=(",", ":")).encode()
+        if len(line) >= TAIL_SLOT_BYTES:
+            line = _BLANK_SLOT
+        else:
+            line = line + b" " * (TAIL_SLOT_BYTES - 1 - len(line)) + b"\n"
+        try:
+            os.pwrite(self._tail_fd, line, (e.seq % TAIL_SLOTS) * TAIL_SLOT_BYTES)
+        except OSError:
+            pass
 
     def record(self, op, pg, dtype, count, shape, nbytes, peer=-1, root=-1, call_site="",
                bucket=-1, async_op=False, device="", default_pg=True):
@@ -78,6 +120,7 @@ class FlightRecorder:
             self.last_started = e.seq
             self.version += 1
             self.last_change_ns = now
+            self._write_tail(e)
         return e
 
     def complete(self, e):
@@ -90,6 +133,7 @@ class FlightRecorder:
                 self.last_completed = e.seq
             self.version += 1
             self.last_change_ns = e.completed_ns
+            self._write_tail(e)
 
     def fail(self, e, error):
         with self._lock:
@@ -100,6 +144,7 @@ class FlightRecorder:
             e.error = error
             self.version += 1
             self.last_change_ns = e.completed_ns
+            self._write_tail(e)
 
     def entries(self):
         with self._lock:
