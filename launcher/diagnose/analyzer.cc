@@ -45,6 +45,7 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
   }
   Diagnosis d = Analyze(run);
   AttachNcclVerdicts(run_dir, &d);
+  AttachTorchFlight(run, &d);
   WriteReportFiles(run, &d, run_dir);
   return d;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/diagnose/diagnosis.h"
 #include "launcher/diagnose/rank_facts.h"
 #include "launcher/diagnose/run_snapshot.h"
 
@@ -29,5 +30,21 @@ std::optional<PeerSizeAbort> FindGlooSizeAbort(const std::vector<std::string>& l
 
 // The facts the evidence above adds to a rank (a FactsEnricher).
 void AddPythonEvidence(const RankRecord& record, RankFacts& facts);
+
+// PyTorch's own flight-recorder dumps in the rank folder (rank<R>/torch_trace_<R>, see
+// launcher/python/torch_flight.h) into record->torch_flight; an unreadable one becomes a problem
+// line. Never throws.
+void ReadTorchFlight(const rundir::RankDir& dir, RankRecord* record,
+                     std::vector<std::string>* problems);
+
+// When no rank has a flight recorder of dlaunch's (the agent was off, or the ranks are not
+// Python), the ranks' torch dumps stand in for it: the default process group's collectives, seq
+// = collective_seq_id, so the analysis compares ranks at the same depth.
+void UseTorchFlightWithoutOther(RunSnapshot* run);
+
+// torch's dumps in the diagnosis: each rank's last entries and what comparing them across ranks
+// finds (a collective not every rank joined, a size, dtype or op mismatch), as detail lines and as
+// diagnosis.json's "torch_flight". Nothing when no rank left a dump.
+void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis);
 
 }  // namespace dlaunch::launcher

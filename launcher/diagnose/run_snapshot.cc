@@ -15,9 +15,12 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   for (rundir::RankFiles& rank : files.ranks) {
     RankRecord record;
     static_cast<rundir::RankFiles&>(record) = std::move(rank);
-    MergeFlightTail(rundir::RunDir(run.run_dir).rank(record.rank), &record, &run.problems);
+    const rundir::RankDir dir = rundir::RunDir(run.run_dir).rank(record.rank);
+    MergeFlightTail(dir, &record, &run.problems);
+    ReadTorchFlight(dir, &record, &run.problems);
     run.ranks.push_back(std::move(record));
   }
+  UseTorchFlightWithoutOther(&run);
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;
