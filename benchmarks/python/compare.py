@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The Python rank agent's cost and worth, side by side in one run:
 
+0. the flight recorder's own cost per call, with and without flight_tail.jsonl.
 1. overhead: ddp_fmnist.py (PyTorch DDP, gloo, CPU) under dlaunch with the agent on and off
    (--no-python-agent), interleaved (on/off, then off/on, ...), rank 0's median step time of
    each run; reported: median over runs per side, the spread, and the paired on/off ratios.
@@ -76,6 +77,31 @@ def overhead(args, logs):
            (statistics.median(ratios) - 1) * 100))
 
 
+def recorder_cost(args, logs):
+    """The agent's own cost per recorded call (record + complete), with and without the tail
+    file, measured in this process: no torch, the same code the rank runs."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+    from dlaunch._recorder import FlightRecorder
+
+    results = {}
+    for tail in (False, True, False, True, False, True):
+        rec = FlightRecorder(0, 2)
+        if tail:
+            rec.open_tail(os.path.join(logs, "flight_tail.jsonl"))
+        n = args.recorder_calls
+        t = time.perf_counter()
+        for i in range(n):
+            e = rec.record("allreduce", "0", "float", 65536, [65536], 262144,
+                           call_site="train.py:42 train_step")
+            rec.complete(e)
+        results.setdefault(tail, []).append((time.perf_counter() - t) / n * 1e6)
+    print("| recorder, per call (record + complete) | us: median (min-max) of 3 |")
+    print("| --- | --- |")
+    print("| flight recorder only | %s |" % spread(results[False]))
+    print("| with flight_tail.jsonl (2 slot writes) | %s |" % spread(results[True]))
+    print()
+
+
 def fault_ms(text):
     m = re.search(r"FAULT (\d+)", text)
     return int(m.group(1)) if m else None
@@ -134,9 +160,11 @@ def main():
     ap.add_argument("--torchrun-runs", type=int, default=2)
     ap.add_argument("--torchrun-timeout", type=int, default=30)
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--recorder-calls", type=int, default=50000)
     args = ap.parse_args()
     args.dlaunch = os.path.abspath(args.dlaunch)
     with tempfile.TemporaryDirectory(prefix="dlaunch-pybench-") as logs:
+        recorder_cost(args, logs)
         if not args.skip_overhead:
             overhead(args, logs)
         diag, exits, named = hang_dlaunch(args, logs)
