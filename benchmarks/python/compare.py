@@ -134,14 +134,15 @@ def hang_torchrun(args):
     for i in range(args.torchrun_runs):
         env = dict(os.environ, GLOO_TIMEOUT_S=str(args.torchrun_timeout))
         argv = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "3",
-                "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:0",
+                "--standalone", "--redirects", "1", "--tee", "1",
                 os.path.join(HERE, "hang.py")]
         # Rank 1 sleeps for an hour: torchrun ends when the others' gloo timeout fires.
+        # (Debian's torch 1.13 torchrun needs --redirects/--tee given under Python 3.11.)
         p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            timeout=args.torchrun_timeout + 300, text=True, errors="replace")
         end = int(time.time() * 1000)
         fault = fault_ms(p.stderr)
-        root = re.search(r"rank\s*:\s*(\d+)", p.stderr)
+        root = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", p.stderr, re.S)
         exits.append((end - fault) / 1000 if fault else float("nan"))
         names.append(int(root.group(1)) if root else None)
         print("torchrun hang %d: exit %d after %.2f s, root cause names rank %s" %
