@@ -87,6 +87,7 @@ json DiagnosisToJson(const Diagnosis& d) {
           {"details", d.details},
           {"problems", d.problems},
           {"nccl_verdicts", d.nccl_verdicts},
+          {"torch_flight", d.torch_flight},
           {"incomplete", !d.problems.empty() || d.kind == DiagnosisKind::kIncomplete},
           {"run_dir", d.run_dir},
           {"created_unix_ms", d.created_unix_ms}};
@@ -109,6 +110,9 @@ Diagnosis DiagnosisFromJson(const json& j) {
   d.missing_ranks = detail::GetInts(j, "missing_ranks", 0, kMaxRanksInt);
   d.details = detail::GetStrings(j, "details");
   d.problems = detail::GetStrings(j, "problems");
+  if (j.contains("torch_flight") && j["torch_flight"].is_object()) {
+    d.torch_flight = j["torch_flight"];
+  }
   if (j.contains("nccl_verdicts") && j["nccl_verdicts"].is_array()) {
     d.nccl_verdicts = j["nccl_verdicts"];
   }

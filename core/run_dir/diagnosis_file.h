@@ -100,6 +100,9 @@ struct Diagnosis {
   std::vector<std::string> problems;  // inputs that were missing or unreadable
   // The NCCL log analysis' verdicts (launcher/nccl_log's VerdictToJson), an array.
   nlohmann::json nccl_verdicts = nlohmann::json::array();
+  // PyTorch's own flight-recorder dumps and what comparing them across ranks found (an object:
+  // {"dumps": [...], "findings": [...]}), empty when no rank left one.
+  nlohmann::json torch_flight = nlohmann::json::object();
   std::string run_dir;
   int64_t created_unix_ms = 0;
 };

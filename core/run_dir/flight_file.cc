@@ -125,6 +125,32 @@ void WriteFlight(const std::string& path, const FlightDump& dump) {
   base::WriteFileAtomically(path, FlightToJson(dump) + "\n");
 }
 
+bool FlightEntryFromJson(const json& e, FlightEntry* out) {
+  if (!e.is_object()) return false;
+  FlightEntry& entry = *out;
+  entry.seq = GetInt(e, "seq", -1);
+  if (entry.seq < 0) return false;
+  entry.collective_seq = GetInt(e, "collective_seq", -1);
+  entry.op = GetString(e, "op");
+  entry.dtype = GetString(e, "dtype");
+  entry.count = GetInt(e, "count", -1);
+  entry.bytes = GetInt(e, "bytes", -1);
+  entry.peer = detail::GetInt32(e, "peer", -1, -1);
+  entry.root = detail::GetInt32(e, "root", -1, -1);
+  entry.state = ParseOpState(GetString(e, "state"));
+  entry.scheduled_unix_ns = GetInt(e, "scheduled_unix_ns", 0);
+  entry.started_unix_ns = GetInt(e, "started_unix_ns", 0);
+  entry.completed_unix_ns = GetInt(e, "completed_unix_ns", 0);
+  entry.duration_us = GetInt(e, "duration_us", 0);
+  entry.error = GetString(e, "error");
+  entry.pg = GetString(e, "pg");
+  entry.pg_seq = GetInt(e, "pg_seq", -1);
+  entry.shape = ReadShape(e);
+  entry.call_site = GetString(e, "call_site");
+  entry.bucket = detail::GetInt32(e, "bucket", -1, -1);
+  return true;
+}
+
 FileState ReadFlight(const std::string& path, const std::string& label, FlightDump* out,
                      std::vector<std::string>* problems) {
   json j;
@@ -153,30 +179,8 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
   const size_t first =
       entries->size() > kMaxFlightEntries ? entries->size() - kMaxFlightEntries : 0;
   for (size_t i = first; i < entries->size(); ++i) {
-    const json& e = (*entries)[i];
-    if (!e.is_object()) continue;
     FlightEntry entry;
-    entry.seq = GetInt(e, "seq", -1);
-    if (entry.seq < 0) continue;
-    entry.collective_seq = GetInt(e, "collective_seq", -1);
-    entry.op = GetString(e, "op");
-    entry.dtype = GetString(e, "dtype");
-    entry.count = GetInt(e, "count", -1);
-    entry.bytes = GetInt(e, "bytes", -1);
-    entry.peer = detail::GetInt32(e, "peer", -1, -1);
-    entry.root = detail::GetInt32(e, "root", -1, -1);
-    entry.state = ParseOpState(GetString(e, "state"));
-    entry.scheduled_unix_ns = GetInt(e, "scheduled_unix_ns", 0);
-    entry.started_unix_ns = GetInt(e, "started_unix_ns", 0);
-    entry.completed_unix_ns = GetInt(e, "completed_unix_ns", 0);
-    entry.duration_us = GetInt(e, "duration_us", 0);
-    entry.error = GetString(e, "error");
-    entry.pg = GetString(e, "pg");
-    entry.pg_seq = GetInt(e, "pg_seq", -1);
-    entry.shape = ReadShape(e);
-    entry.call_site = GetString(e, "call_site");
-    entry.bucket = detail::GetInt32(e, "bucket", -1, -1);
-    flight.entries.push_back(std::move(entry));
+    if (FlightEntryFromJson((*entries)[i], &entry)) flight.entries.push_back(std::move(entry));
   }
   std::sort(flight.entries.begin(), flight.entries.end(),
             [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });

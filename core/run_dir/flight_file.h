@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,10 @@ struct FlightDump {
 std::string FlightToJson(const FlightDump& dump);
 // Atomically (unique temp file + rename). Blocks for the write; throws Error(kInternal).
 void WriteFlight(const std::string& path, const FlightDump& dump);
+
+// One entry of "entries" (also a line of a Python rank's flight_tail.jsonl); false for a non-object
+// or an entry without a seq. Never throws.
+bool FlightEntryFromJson(const nlohmann::json& entry, FlightEntry* out);
 
 // Never throws. Problems ("rank2/flight.json is not valid JSON ...") go to `problems`, named by
 // `label`. kInvalid leaves `out` with what could be read.

@@ -5,7 +5,8 @@
 //             trace.json  .reserve (while the launcher runs)
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
-//                     heartbeat.json dump_request py_stacks.txt torch_trace_<R>  (Python ranks)
+//                     heartbeat.json dump_request py_stacks.txt flight_tail.jsonl torch_trace_<R>
+//                     (Python ranks)
 #pragma once
 
 #include <optional>
@@ -38,6 +39,8 @@ class RankDir {
   std::string heartbeat() const;     // heartbeat.json, rewritten by the agent every interval
   std::string dump_request() const;  // dump_request, replaced by the launcher to ask for a dump
   std::string py_stacks() const;     // py_stacks.txt, the agent's Python stacks on request
+  // flight_tail.jsonl, the agent's last entries, written as they change (survives a SIGABRT)
+  std::string flight_tail() const;
   // PyTorch's NCCL flight-recorder dumps (TORCH_NCCL_DEBUG_INFO_TEMP_FILE): torch appends the
   // rank, so torch_trace_<R>.
   std::string torch_trace_prefix() const;

@@ -5,6 +5,7 @@
 #include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/inference.h"
 #include "launcher/diagnose/nccl_findings.h"
+#include "launcher/diagnose/python_evidence.h"
 #include "launcher/diagnose/render_text.h"
 #include "launcher/diagnose/trace_writer.h"
 
@@ -16,6 +17,7 @@ Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options) {
   facts.reserve(run.ranks.size());
   for (const RankRecord& rec : run.ranks) {
     facts.push_back(GatherFacts(rec, facts_options));
+    AddPythonEvidence(rec, facts.back());
     for (const FactsEnricher& enrich : options.enrichers) enrich(rec, facts.back());
   }
   MarkLostNodes(run, facts);
@@ -44,6 +46,7 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
   }
   Diagnosis d = Analyze(run);
   AttachNcclVerdicts(run_dir, &d);
+  AttachTorchFlight(run, &d);
   WriteReportFiles(run, &d, run_dir);
   return d;
 }

@@ -9,6 +9,7 @@
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/nccl_findings.h"
+#include "launcher/diagnose/python_evidence.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/diagnose/trace_writer.h"
 #include "launcher/nccl_log/parser.h"
@@ -69,6 +70,7 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);
     AttachNcclVerdicts(run_dir, &diagnosis);
+    AttachTorchFlight(run, &diagnosis);
     if (vm.count("trace")) {
       const std::string path = rundir::RunDir(run_dir).trace();
       try {

@@ -96,12 +96,16 @@ class Inference {
       std::map<Signature, std::vector<int>> groups;
       for (const auto& [rank, e] : entries) groups[SignatureOf(*e)].push_back(rank);
       if (groups.size() < 2) continue;
-      // The majority is right; on a tie, the group holding the lowest rank.
+      // The majority is right; on a tie, the group holding a rank Gloo aborted because a peer
+      // sent it too much (the sender is at fault), else the group holding the lowest rank.
+      auto victims = [&](const std::vector<int>& ranks) {
+        return std::count_if(ranks.begin(), ranks.end(),
+                             [&](int r) { return f_[r].aborted_by_peer_size(); });
+      };
       auto best = groups.begin();
       for (auto it = groups.begin(); it != groups.end(); ++it) {
-        if (it->second.size() > best->second.size() ||
-            (it->second.size() == best->second.size() &&
-             it->second.front() < best->second.front())) {
+        if (std::make_tuple(it->second.size(), victims(it->second), -it->second.front()) >
+            std::make_tuple(best->second.size(), victims(best->second), -best->second.front())) {
           best = it;
         }
       }
@@ -109,7 +113,8 @@ class Inference {
       m.kind = MismatchKind::kSizeOrSyntax;
       for (auto it = groups.begin(); it != groups.end(); ++it) {
         const FlightEntry* first = entries.at(it->second.front());
-        m.groups.push_back({it->first, it->second, it != best, first->seq, first->bytes});
+        m.groups.push_back(
+            {it->first, it->second, it != best, first->seq, first->bytes, first->call_site});
         if (it == best) continue;
         m.culprits.insert(m.culprits.end(), it->second.begin(), it->second.end());
         if (it->first.op != best->first.op) {

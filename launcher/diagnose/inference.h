@@ -42,6 +42,7 @@ struct MismatchGroup {
   bool culprit = false;  // not the majority
   int64_t seq = -1;      // the seq of its first rank's entry
   int64_t bytes = -1;
+  std::string call_site;  // of its first rank's entry (Python ranks)
 };
 
 struct Mismatch {

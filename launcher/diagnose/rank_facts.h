@@ -89,6 +89,10 @@ struct RankFacts {
   // Its node was lost (multi-node): what its node last said of it is no evidence.
   int lost_node = -1;
   std::string lost_node_label;  // "node 1 (host)"
+  // Gloo aborted it because a peer sent more bytes than it expected (python_evidence.h): the
+  // healthy side of a size mismatch.
+  int64_t peer_sent_bytes = -1, peer_expected_bytes = -1;
+  bool aborted_by_peer_size() const { return peer_sent_bytes >= 0; }
 
   StackSummary stack;
   std::vector<std::string> nccl_warnings;

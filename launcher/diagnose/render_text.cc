@@ -168,7 +168,8 @@ class Renderer {
           DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
       if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
       if (g.bytes >= 0) what += " (" + FormatBytes(g.bytes) + ")";
-      d_.details.push_back("  #" + std::to_string(g.seq) + " " + Plural(g.ranks) + ": " + what);
+      d_.details.push_back("  #" + std::to_string(g.seq) + " " + Plural(g.ranks) + ": " + what +
+                           (g.call_site.empty() ? "" : " at " + g.call_site));
       if (g.culprit) {
         odd += (odd.empty() ? "" : "; ") + Plural(g.ranks) + " called " + what;
       } else {

@@ -1,5 +1,7 @@
 #include "launcher/diagnose/run_snapshot.h"
 
+#include "launcher/diagnose/python_evidence.h"
+
 namespace dlaunch::launcher {
 
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
@@ -13,8 +15,12 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   for (rundir::RankFiles& rank : files.ranks) {
     RankRecord record;
     static_cast<rundir::RankFiles&>(record) = std::move(rank);
+    const rundir::RankDir dir = rundir::RunDir(run.run_dir).rank(record.rank);
+    MergeFlightTail(dir, &record, &run.problems);
+    ReadTorchFlight(dir, &record, &run.problems);
     run.ranks.push_back(std::move(record));
   }
+  UseTorchFlightWithoutOther(&run);
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;

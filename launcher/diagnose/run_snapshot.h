@@ -10,6 +10,7 @@
 
 #include "core/run_dir/run_reader.h"
 #include "launcher/diagnose/job_view.h"
+#include "launcher/python/torch_flight.h"
 
 namespace dlaunch::launcher {
 
@@ -26,6 +27,8 @@ struct RankRecord : rundir::RankFiles {
   int64_t live_phase_since_unix_ms = 0;
   bool answered_dump = false;
   std::string process_state;  // from /proc/<pid>/stat, e.g. "T (stopped)"
+  // PyTorch's own flight-recorder dumps in the rank folder (python_evidence.h).
+  std::vector<python::TorchFlightDump> torch_flight;
 };
 
 struct RunSnapshot {

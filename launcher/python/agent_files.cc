@@ -63,6 +63,7 @@ void ClearAgentFiles(const std::string& rank_dir) {
   std::error_code ec;
   fs::remove(dir.heartbeat(), ec);
   fs::remove(dir.py_stacks(), ec);
+  fs::remove(dir.flight_tail(), ec);
 }
 
 }  // namespace dlaunch::launcher::python

@@ -15,6 +15,7 @@
 #include "launcher/doctor/python_probe.h"
 #include "launcher/job/rank_program.h"
 #include "launcher/python/agent_files.h"
+#include "launcher/python/torch_flight.h"
 
 namespace dlaunch::launcher::python {
 namespace {
@@ -168,15 +169,22 @@ void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::st
   const rundir::RankDir dir(fs::absolute(rank_dir, ec).lexically_normal().string());
   (*env)["TORCHELASTIC_ERROR_FILE"] = dir.torch_error();
   (*env)["DLAUNCH_RANK_DIR"] = dir.path();
-  auto it = launcher_env.find("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
-  if (it == launcher_env.end() || it->second.empty()) {
+  // torch >= 2.5 reads TORCH_FR_DUMP_TEMP_FILE first, older ones only the NCCL name: the user's
+  // choice of either stays, else both point into the rank directory.
+  auto user_set = [&](const char* key) {
+    auto it = launcher_env.find(key);
+    return it != launcher_env.end() && !it->second.empty();
+  };
+  if (!user_set("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") && !user_set("TORCH_FR_DUMP_TEMP_FILE")) {
     (*env)["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] = dir.torch_trace_prefix();
+    (*env)["TORCH_FR_DUMP_TEMP_FILE"] = dir.torch_trace_prefix();
   }
 }
 
 void ClearAttemptFiles(const std::string& rank_dir) {
   std::error_code ec;
   fs::remove(rundir::RankDir(rank_dir).torch_error(), ec);
+  for (const std::string& dump : FindTorchFlightDumps(rank_dir)) fs::remove(dump, ec);
   ClearAgentFiles(rank_dir);
 }
 

@@ -49,13 +49,15 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
                std::map<std::string, std::string>* env);
 
 // Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE and DLAUNCH_RANK_DIR (so `@record` and
-// the agent still work after os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE inside the rank
-// directory unless `launcher_env` sets it. Pure.
+// the agent still work after os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE and
+// TORCH_FR_DUMP_TEMP_FILE (torch >= 2.5's name) inside the rank directory unless `launcher_env`
+// sets either. Pure.
 void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::string>& launcher_env,
                 std::map<std::string, std::string>* env);
 
 // Removes what the Python side of an earlier attempt left in rank_dir: torch's error file (so a
-// recorded error is this attempt's) and the agent's heartbeat and stacks. Never throws.
+// recorded error is this attempt's), torch's flight-recorder dumps, and the agent's heartbeat,
+// stacks and flight tail. Never throws.
 void ClearAttemptFiles(const std::string& rank_dir);
 
 struct RecordedError {

@@ -87,6 +87,10 @@ class Agent:
         self._wakeup_r = None
         self.events = None
         self.hooks = None
+        # One dump at a time: a signal's dump, then the kill, never while another thread is
+        # half-way through a temp file (which the kill would leave behind).
+        self._dump_lock = threading.RLock()
+        self._exit_reason = "exit"
 
     # ---- start and stop
     def start(self):
@@ -95,8 +99,9 @@ class Agent:
             self.events = _files.LineLog(os.path.join(self.rank_dir, EVENTS_FILE))
         except OSError:
             self.events = None
-        from . import _torch_hooks
+        from . import _recorder, _torch_hooks
 
+        self.recorder.open_tail(self._path(_recorder.TAIL_FILE))
         self.hooks = _torch_hooks.install(self)
         self._request_stamp = _request_stamp(self._path(DUMP_REQUEST_FILE))
         self._install_exit_handlers()
@@ -112,6 +117,8 @@ class Agent:
         prev_hook = sys.excepthook
 
         def excepthook(exc_type, exc, tb):
+            if isinstance(exc, KeyboardInterrupt):
+                self._exit_reason = "signal"  # SIGINT ended the script: flight.json says so
             self.record_exception(exc, tb)
             prev_hook(exc_type, exc, tb)
 
@@ -154,17 +161,18 @@ class Agent:
         self._die_of(signum)
 
     def _die_of(self, signum):
-        self.dump("signal")
-        try:
-            signal.signal(signum, signal.SIG_DFL)
-        except ValueError:
-            pass
-        os.kill(os.getpid(), signum)
+        with self._dump_lock:  # held into the kill: no other dump is half-written
+            self.dump("signal")
+            try:
+                signal.signal(signum, signal.SIG_DFL)
+            except ValueError:
+                pass
+            os.kill(os.getpid(), signum)
 
     def _at_exit(self):
         self._stopping.set()
         self.set_phase("done")
-        self.dump("exit")
+        self.dump(self._exit_reason)
 
     # ---- what the hooks and the API report
     def set_phase(self, phase):
@@ -317,11 +325,12 @@ class Agent:
 
     def dump(self, reason, stacks=False):
         """flight.json (and py_stacks.txt when asked). Safe from any thread."""
-        if stacks:
-            self.write_stacks(reason)
-        self.write_flight(reason)
-        status = self._write_heartbeat()
-        self._write_telemetry(status, force=True)
+        with self._dump_lock:
+            if stacks:
+                self.write_stacks(reason)
+            self.write_flight(reason)
+            status = self._write_heartbeat()
+            self._write_telemetry(status, force=True)
 
     def record_exception(self, exc, tb):
         if self._error_written or isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -373,6 +382,10 @@ class Agent:
                     if signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) == \
                             self._on_sigterm:
                         self._die_of(signal.SIGTERM)
+                    elif signal.SIGINT in data:
+                        # KeyboardInterrupt reaches the main thread only once it is back in
+                        # Python, never while it waits inside a collective: dump now.
+                        self.dump("signal")
             else:
                 self._stopping.wait(_POLL_S)
             try:

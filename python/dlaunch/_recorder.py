@@ -1,17 +1,47 @@
 """The rank's flight recorder: a ring of the last collectives and point-to-point calls, in the
-flight.json schema that dlaunch's native ranks write (docs/run-directory.md)."""
+flight.json schema that dlaunch's native ranks write (docs/run-directory.md).
+
+flight.json is written now and then; a rank that dies in between (Gloo aborts a rank that
+received the wrong size with SIGABRT, inside its own thread, before Python can run again) would
+lose its last calls. So each change of an entry is also written at once, before the call enters
+the backend, into flight_tail.jsonl: TAIL_SLOTS fixed-size lines, entry `seq` in line
+seq % TAIL_SLOTS, rewritten in place through a shared mapping. The page cache keeps what was
+written when the process dies; the launcher merges the tail over flight.json."""
+import json
+import mmap
 import os
 import threading
 import time
 
 SCHEDULED, STARTED, COMPLETED, FAILED = "scheduled", "started", "completed", "failed"
 P2P_OPS = ("send", "recv")
+TAIL_FILE = "flight_tail.jsonl"
+TAIL_SLOTS = 64
+TAIL_SLOT_BYTES = 1024
+_BLANK_SLOT = b" " * (TAIL_SLOT_BYTES - 1) + b"\n"
+
+
+_quoted_cache = {}
+
+
+def _quoted(text):
+    """text as a JSON string; call sites and group names repeat every step, so they are kept."""
+    q = _quoted_cache.get(text)
+    if q is None:
+        q = json.dumps(text)
+        if len(_quoted_cache) < 4096:
+            _quoted_cache[text] = q
+    return q
+
+
+def _shape(shape):
+    return "[" + ",".join("%d" % d for d in shape[:8]) + "]"
 
 
 class Entry:
     __slots__ = ("seq", "collective_seq", "pg", "pg_seq", "op", "dtype", "count", "shape",
                  "bytes", "peer", "root", "state", "scheduled_ns", "started_ns", "completed_ns",
-                 "error", "call_site", "bucket", "async_op", "device")
+                 "error", "call_site", "bucket", "async_op", "device", "tail_static")
 
     def to_json(self):
         duration_us = 0
@@ -51,6 +81,53 @@ class FlightRecorder:
         self.last_completed = -1
         self.version = 0  # bumped on every change: the periodic dump skips an unchanged ring
         self.last_change_ns = 0
+        self._tail = None
+
+    def open_tail(self, path):
+        """Starts the tail file (emptied: a new rank's entries only), mapped shared, so a write
+        is a copy into the page cache that outlives the process. Without it the recorder keeps
+        working and only flight.json is written."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.ftruncate(fd, TAIL_SLOTS * TAIL_SLOT_BYTES)
+                self._tail = mmap.mmap(fd, TAIL_SLOTS * TAIL_SLOT_BYTES)
+            finally:
+                os.close(fd)
+            self._tail[:] = _BLANK_SLOT * TAIL_SLOTS
+        except (OSError, ValueError):
+            self._tail = None
+
+    def _write_tail(self, e):
+        """Under self._lock: entry e into its slot. The fields fixed at record time are encoded
+        once; a change re-formats only state and times (a few microseconds)."""
+        if self._tail is None:
+            return
+        if e.tail_static is None:
+            e.tail_static = (
+                '"pg":%s,"pg_seq":%d,"op":%s,"dtype":%s,"count":%d,"shape":%s,"bytes":%d,'
+                '"peer":%d,"root":%d,"call_site":%s,"async":%s%s' %
+                (_quoted(e.pg), e.pg_seq, _quoted(e.op), _quoted(e.dtype), e.count,
+                 _shape(e.shape), e.bytes, e.peer, e.root, _quoted(e.call_site[-200:]),
+                 "true" if e.async_op else "false",
+                 ',"bucket":%d' % e.bucket if e.bucket >= 0 else ""))
+        duration_us = 0
+        if e.started_ns and e.completed_ns:
+            duration_us = (e.completed_ns - e.started_ns) // 1000
+        line = ('{"seq":%d,"collective_seq":%d,"state":"%s","scheduled_unix_ns":%d,'
+                '"started_unix_ns":%d,"completed_unix_ns":%d,"duration_us":%d,"error":%s,%s}' %
+                (e.seq, e.collective_seq, e.state, e.scheduled_ns, e.started_ns, e.completed_ns,
+                 duration_us, _quoted(e.error[:200]) if e.error else '""',
+                 e.tail_static)).encode()
+        if len(line) >= TAIL_SLOT_BYTES:
+            line = _BLANK_SLOT
+        else:
+            line = line + b" " * (TAIL_SLOT_BYTES - 1 - len(line)) + b"\n"
+        at = (e.seq % TAIL_SLOTS) * TAIL_SLOT_BYTES
+        try:
+            self._tail[at:at + TAIL_SLOT_BYTES] = line
+        except (ValueError, IndexError):
+            pass
 
     def record(self, op, pg, dtype, count, shape, nbytes, peer=-1, root=-1, call_site="",
                bucket=-1, async_op=False, device="", default_pg=True):
@@ -70,6 +147,7 @@ class FlightRecorder:
             e.op, e.dtype, e.count, e.shape, e.bytes = op, dtype, count, shape, nbytes
             e.peer, e.root, e.call_site, e.bucket = peer, root, call_site, bucket
             e.async_op, e.device = async_op, device
+            e.tail_static = None
             e.state = STARTED  # Python calls enter the backend at once
             e.scheduled_ns = e.started_ns = now
             e.completed_ns = 0
@@ -78,6 +156,7 @@ class FlightRecorder:
             self.last_started = e.seq
             self.version += 1
             self.last_change_ns = now
+            self._write_tail(e)
         return e
 
     def complete(self, e):
@@ -90,6 +169,7 @@ class FlightRecorder:
                 self.last_completed = e.seq
             self.version += 1
             self.last_change_ns = e.completed_ns
+            self._write_tail(e)
 
     def fail(self, e, error):
         with self._lock:
@@ -100,6 +180,7 @@ class FlightRecorder:
             e.error = error
             self.version += 1
             self.last_change_ns = e.completed_ns
+            self._write_tail(e)
 
     def entries(self):
         with self._lock:

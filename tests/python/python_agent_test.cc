@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <signal.h>
 
+#include <thread>
+
 #include "python_test_util.h"
 
 namespace dlaunch::testing {
@@ -51,21 +53,45 @@ TEST_F(PythonAgentTest, HealthyJobWritesFlightHeartbeatAndTelemetry) {
   EXPECT_THAT(ReadText(RankDir(0) / "events.jsonl"), HasSubstr("\"kind\":\"telemetry\""));
 }
 
-TEST_F(PythonAgentTest, SizeMismatchNamesTheRankAndCollective) {
-  EXPECT_NE(RunCollectives("size", 4), 0) << err_;
+// Rank 1 all-reduces 1024 floats more at #3; Gloo aborts a healthy rank that received them
+// (SIGABRT, before its next flight.json). Its flight_tail.jsonl keeps #3, so the sizes compare
+// across every rank, and the sender is named at 2 ranks (a tie) as at 3 and 4.
+class SizeMismatchTest : public PythonAgentTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SizeMismatchTest, NamesThePeerThatSentTheWrongSize) {
+  const int nproc = GetParam();
+  EXPECT_NE(RunCollectives("size", nproc), 0) << err_;
   nlohmann::json d = Diagnosis();
   EXPECT_EQ(d["kind"], "mismatch") << d.dump(2);
   EXPECT_EQ(d["mismatch_type"], "SIZE_OR_SYNTAX_MISMATCH") << d.dump(2);
   EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
   EXPECT_EQ(d["seq"], 3);
+  EXPECT_THAT(d["headline"].get<std::string>(),
+              HasSubstr("rank 1 called allreduce float x66560 (260 KiB) while rank"));
+  EXPECT_THAT(err_, HasSubstr("MISMATCH at collective #3"));
+  const std::string details = d["details"].dump();
+  EXPECT_THAT(details, HasSubstr("aborted by Gloo: a peer sent ")) << details;
+  EXPECT_THAT(details, HasSubstr("x66560 (260 KiB) at ")) << details;
+  EXPECT_THAT(details, HasSubstr("collectives.py:")) << details;
+  // Every rank's tail holds #3 as it started.
+  for (int r = 0; r < nproc; ++r) {
+    EXPECT_THAT(ReadText(RankDir(r) / "flight_tail.jsonl"), HasSubstr("\"seq\":3,")) << r;
+  }
 }
 
-TEST_F(PythonAgentTest, DtypeMismatchIsNamed) {
-  EXPECT_NE(RunCollectives("dtype", 4), 0) << err_;
+INSTANTIATE_TEST_SUITE_P(Ranks, SizeMismatchTest, ::testing::Values(2, 3, 4));
+
+// float64 on rank 1: its messages are larger too, so at 2 ranks Gloo aborts rank 0 (a tie).
+class DtypeMismatchTest : public PythonAgentTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(DtypeMismatchTest, IsNamed) {
+  EXPECT_NE(RunCollectives("dtype", GetParam()), 0) << err_;
   nlohmann::json d = Diagnosis();
   EXPECT_EQ(d["mismatch_type"], "COLLECTIVE_DTYPE_MISMATCH") << d.dump(2);
   EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DtypeMismatchTest, ::testing::Values(2, 4));
 
 TEST_F(PythonAgentTest, OpMismatchIsFoundByTheLiveMonitor) {
   EXPECT_EQ(RunCollectives("op", 3), 3) << err_;
@@ -111,6 +137,40 @@ TEST_F(PythonAgentTest, HangTimeoutZeroTurnsDetectionOff) {
   ::kill(l.pid(), SIGINT);
   EXPECT_EQ(l.Wait(seconds(30)), 130) << l.err_text();
   EXPECT_THAT(l.err_text(), ::testing::Not(HasSubstr("HANG")));
+}
+
+// SIGINT to dlaunch reaches every rank: rank 1 sleeping in Python, rank 0 waiting inside
+// all_reduce #3 (where KeyboardInterrupt cannot reach it). Both leave flight.json.
+TEST_F(PythonAgentTest, InterruptedRanksWriteTheirFlightRecorders) {
+  Launched l(Cmd({"--nproc", "2", "--hang-timeout", "0", "--grace-period", "5",
+                  Script("collectives.py"), "sleep"}));
+  auto printed_step2 = [](const std::vector<std::string>& lines) {
+    int n = 0;
+    for (const std::string& line : lines) n += line.find(" step 2 sum") != std::string::npos;
+    return n == 2;
+  };
+  ASSERT_TRUE(l.WaitFor(printed_step2, std::chrono::seconds(60))) << l.err_text();
+  // Rank 0 writes #3 into its tail before it enters the all-reduce.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (ReadText(RankDir(0) / "flight_tail.jsonl").find("\"seq\":3,") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(l.pid(), SIGINT);
+  EXPECT_EQ(l.Wait(seconds(30)), 130) << l.err_text();
+  for (int r = 0; r < 2; ++r) {
+    nlohmann::json flight = ReadJson(RankDir(r) / "flight.json");
+    ASSERT_TRUE(flight.is_object()) << r;
+    EXPECT_EQ(flight["reason"], "signal") << r;
+    EXPECT_EQ(flight["entries"].size(), r == 0 ? 4u : 3u) << flight.dump(2);
+  }
+  EXPECT_EQ(ReadJson(RankDir(0) / "flight.json")["entries"][3]["seq"], 3);
+  // Nothing half-written is left behind.
+  for (int r = 0; r < 2; ++r) {
+    for (const auto& f : std::filesystem::directory_iterator(RankDir(r))) {
+      EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << f.path();
+    }
+  }
 }
 
 TEST_F(PythonAgentTest, OutOfMemoryIsNamedWithFiguresAndAdvice) {

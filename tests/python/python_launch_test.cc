@@ -79,3 +79,35 @@ TEST_F(PythonLaunchTest, BadPythonFlagsExitTwo) {
 
 }  // namespace
 }  // namespace dlaunch::testing
+
+namespace dlaunch::testing {
+namespace {
+
+// `dlaunch diagnose` on a run directory holding PyTorch's own flight-recorder dumps (fixtures in
+// torch 2.x's structure): the text shows them beside the verdict, --json carries torch_flight.
+TEST(DiagnoseTorchDumpsTest, TextAndJsonShowTorchsRecords) {
+  const std::string dir = std::string(DLAUNCH_PY_FIXTURES) + "/torch_fr_hang";
+  Launched text({DLAUNCH_BIN, "diagnose", dir});
+  ASSERT_EQ(text.Wait(std::chrono::seconds(30)), 0) << text.err_text();
+  std::string out;
+  for (const std::string& l : text.out_lines) out += l + "\n";
+  EXPECT_THAT(out, ::testing::HasSubstr("HANG at collective #5 allreduce float x1024"));
+  EXPECT_THAT(out, ::testing::HasSubstr("rank 2 never entered"));
+  EXPECT_THAT(out,
+              ::testing::HasSubstr("PyTorch flight recorder (rank1/torch_trace_1, version 2.4"));
+  EXPECT_THAT(out, ::testing::HasSubstr("rank 2 never joined it"));
+
+  Launched json({DLAUNCH_BIN, "diagnose", dir, "--json"});
+  ASSERT_EQ(json.Wait(std::chrono::seconds(30)), 0) << json.err_text();
+  std::string doc;
+  for (const std::string& l : json.out_lines) doc += l + "\n";
+  nlohmann::json d = nlohmann::json::parse(doc, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << doc;
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({2}));
+  EXPECT_EQ(d["torch_flight"]["dumps"].size(), 3u);
+  EXPECT_EQ(d["torch_flight"]["findings"][0]["missing_ranks"], nlohmann::json::array({2}));
+  EXPECT_EQ(d["torch_flight"]["dumps"][0]["entries"].back()["profiling_name"], "nccl:all_reduce");
+}
+
+}  // namespace
+}  // namespace dlaunch::testing

@@ -1,0 +1,27 @@
+// The environment a Python rank gets: where PyTorch's flight-recorder dumps go (both names torch
+// reads), unless the user chose a place. Pure.
+#include <gtest/gtest.h>
+
+#include "launcher/python/python_launch.h"
+
+namespace dlaunch::launcher::python {
+namespace {
+
+TEST(PythonEnvTest, TorchDumpsGoIntoTheRankDirectoryUnderBothNames) {
+  std::map<std::string, std::string> env;
+  AddRankEnv("/logs/run/rank3", {}, &env);
+  EXPECT_EQ(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/logs/run/rank3/torch_trace_");
+  EXPECT_EQ(env["TORCH_FR_DUMP_TEMP_FILE"], "/logs/run/rank3/torch_trace_");
+}
+
+TEST(PythonEnvTest, TheUsersDumpPlaceStaysUnderEitherName) {
+  for (const char* key : {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"}) {
+    std::map<std::string, std::string> env;
+    AddRankEnv("/logs/run/rank0", {{key, "/scratch/fr_"}}, &env);
+    EXPECT_EQ(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u) << key;
+    EXPECT_EQ(env.count("TORCH_FR_DUMP_TEMP_FILE"), 0u) << key;
+  }
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher::python
