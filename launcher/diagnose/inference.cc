@@ -26,7 +26,9 @@ int64_t WaitingMs(const RankFacts& v, const FlightEntry* e) {
 namespace {
 
 Signature SignatureOf(const FlightEntry& e) {
-  return Signature{e.op, e.dtype, e.count, e.op == "broadcast" ? e.root : -1};
+  // alltoallv's counts differ between ranks by design (each rank's own split sizes).
+  const int64_t count = e.op == "alltoallv" ? -1 : e.count;
+  return Signature{e.op, e.dtype, count, e.op == "broadcast" ? e.root : -1};
 }
 
 bool Contains(const std::vector<int>& v, int x) {

@@ -92,6 +92,17 @@ TEST(AnalyzerTest, PointToPointCallsAreNotComparedAcrossRanks) {
   EXPECT_EQ(d.kind, DiagnosisKind::kOk);
 }
 
+TEST(AnalyzerTest, AlltoallvCountsMayDifferAcrossRanks) {
+  RunSnapshot run = LoadRunDir(FixturePath("ok"));
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    run.ranks[r].flight.entries[3].op = "alltoallv";
+    run.ranks[r].flight.entries[3].count = 100 + static_cast<int64_t>(r);  // each rank's splits
+  }
+  EXPECT_EQ(Analyze(run).kind, DiagnosisKind::kOk);
+  run.ranks[1].flight.entries[3].dtype = "half";  // a dtype still has to agree
+  EXPECT_EQ(Analyze(run).kind, DiagnosisKind::kMismatch);
+}
+
 TEST(AnalyzerTest, CollectiveSeqLinesUpCollectivesAcrossPointToPointTraffic) {
   // Ranks 0 and 1 exchanged a send/recv before #5, shifting their seqs by one; collective_seq
   // still lines the collectives up, and rank 2's broadcast stands out.
