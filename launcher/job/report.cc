@@ -163,6 +163,7 @@ void WriteSummary(const std::string& path, const SummaryInfo& info,
       j["ranks"].push_back(rank);
     }
   }
+  if (!info.attempts.empty()) j["attempts"] = AttemptsJson(info.attempts);
   core::WriteFileAtomically(path, j.dump(2) + "\n");
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/job/attempt_history.h"
 #include "launcher/rendezvous/node_roster.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -34,8 +35,9 @@ struct SummaryInfo {
   std::string host;
   int exit_code = -1;  // -1 while running
   int restarts = 0;
-  std::string error;            // the root cause or stop reason, one line
-  std::vector<NodeView> nodes;  // multi-node, on node 0: every node and its ranks' outcomes
+  std::string error;                    // the root cause or stop reason, one line
+  std::vector<NodeView> nodes;          // multi-node, on node 0: every node and its ranks' outcomes
+  std::vector<AttemptRecord> attempts;  // attempt by attempt, when there was a restart
 };
 
 // Writes summary.json atomically.
