@@ -153,7 +153,9 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
 std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>& lock,
                                                    const RoundMember& member, int attempt) {
   const int64_t give_up = core::UnixMillis() + rounds_.config().join_timeout.count();
+  bool told_waiting = false;
   for (;;) {
+    if (finished_ || !round_failure_.empty()) waiting_.erase(member.member_id);
     if (finished_) return std::nullopt;
     if (!round_failure_.empty()) throw Error(ErrorKind::kTimeout, round_failure_);
     const int64_t now = core::UnixMillis();
@@ -161,8 +163,15 @@ std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>&
       if (auto rank = rounds_.RankOf(member.member_id); rank && rounds_.round() >= attempt) {
         return rank;
       }
-      // This attempt runs without it: it joins the next round.
+      // This attempt runs without it: it is in the next round as soon as that opens.
+      waiting_[member.member_id] = member;
+      if (!rounds_.RankOf(member.member_id) && !told_waiting) {
+        std::cerr << "dlaunch: a node on " << member.host << " waits to join the next attempt"
+                  << std::endl;
+        told_waiting = true;
+      }
     } else {
+      waiting_.erase(member.member_id);
       if (!rounds_.Joined(member.member_id)) {
         const std::string refused = rounds_.Join(member, now);
         if (!refused.empty()) throw Error(ErrorKind::kInvalidArgument, refused);
@@ -179,6 +188,7 @@ std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>&
       }
     }
     if (now >= give_up) {
+      waiting_.erase(member.member_id);
       throw Error(ErrorKind::kTimeout,
                   "no node rendezvous round took this node within " +
                       std::to_string(rounds_.config().join_timeout.count() / 1000) + " s");
@@ -214,7 +224,11 @@ std::set<int> CoordinatorHandler::ConnectedMembers() const {
 
 void CoordinatorHandler::OpenRound() {
   std::lock_guard<std::mutex> lock(mu_);
-  rounds_.Open(core::UnixMillis());
+  const int64_t now = core::UnixMillis();
+  rounds_.Open(now);
+  // Those waiting for it are in before node 0 joins, so the round does not close without them.
+  for (const auto& [id, member] : waiting_) rounds_.Join(member, now);
+  waiting_.clear();
   nodes_cv_.notify_all();
 }
 

@@ -175,6 +175,7 @@ class CoordinatorHandler {
   std::optional<std::pair<int, std::string>> finished_;  // the job's exit code and reason
   std::set<int> connected_;                              // member ids with a node stream open
   std::set<int> answered_;                               // member ids told the job finished
+  std::map<int, RoundMember> waiting_;                   // nodes waiting for the next round to open
   Senders node_senders_;                                 // by member id
   std::mutex files_mu_;
 };

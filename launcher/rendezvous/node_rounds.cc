@@ -33,7 +33,8 @@ bool NodeRounds::ReadyToClose(int64_t now, const std::set<int>& connected) const
   if (!Joined(0)) return false;
   if (static_cast<int>(joined_.size()) >= config_.max_nodes) return true;
   if (now - *min_reached_unix_ms_ >= config_.last_call_timeout.count()) return true;
-  if (round_ == 0 || connected.empty()) return false;
+  // The first round waits for nodes nobody knows yet; a later one only for those still there.
+  if (round_ == 0) return false;
   return std::all_of(connected.begin(), connected.end(), [&](int id) { return Joined(id); });
 }
 
@@ -47,9 +48,26 @@ std::string NodeRounds::Failure(int64_t now) const {
   if (!forming_ || min_reached_unix_ms_ || now - opened_unix_ms_ < config_.join_timeout.count()) {
     return "";
   }
+  // The node ranks nobody took: those not asked for when every node asked for one, else the
+  // ranks join order would have given next.
+  const bool all_asked = std::all_of(joined_.begin(), joined_.end(), [](const RoundMember& m) {
+    return m.member_id == 0 || m.requested_rank >= 0;
+  });
+  std::string absent;
+  int count = 0;
+  for (int r = all_asked ? 0 : static_cast<int>(joined_.size()); r < config_.min_nodes; ++r) {
+    const bool taken = std::any_of(joined_.begin(), joined_.end(), [&](const RoundMember& m) {
+      return (m.member_id == 0 ? 0 : m.requested_rank) == r;
+    });
+    if (all_asked && taken) continue;
+    absent += (absent.empty() ? "" : ",") + std::to_string(r);
+    ++count;
+  }
+  const bool fixed = config_.min_nodes == config_.max_nodes;
   return "node rendezvous timed out after " + std::to_string(config_.join_timeout.count() / 1000) +
-         " s: " + std::to_string(joined_.size()) + " of at least " +
-         std::to_string(config_.min_nodes) + " nodes joined";
+         " s: " + std::to_string(joined_.size()) + " of " + (fixed ? "" : "at least ") +
+         std::to_string(config_.min_nodes) + " nodes joined; node" + (count > 1 ? "s " : " ") +
+         absent + " never joined";
 }
 
 void NodeRounds::Close() {
