@@ -364,9 +364,11 @@ class JoiningNode : public NodeRole {
     return req;
   }
 
-  // A join waits for the round's last call too.
+  // A join of an elastic job waits for the round's last call too.
   std::chrono::milliseconds JoinWait() const {
-    return JoinTimeout(options_) + options_.last_call_timeout;
+    const bool elastic = options_.min_nodes > 0 && options_.min_nodes < options_.nnodes;
+    return JoinTimeout(options_) +
+           (elastic ? options_.last_call_timeout : std::chrono::milliseconds(0));
   }
 
   static Membership MembershipOf(const v1::NodeResponse& resp) {
