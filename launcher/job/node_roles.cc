@@ -298,6 +298,8 @@ class JoiningNode : public NodeRole {
     Started(*plan);
     agent_->Start([this, supervisor] { return Status(supervisor); }, options_.heartbeat_interval,
                   [this, supervisor](const std::string& reason, int attempt) {
+                    // Node 0 gone: nothing more to send it or to ask it.
+                    if (attempt < 0) coordinator_lost_ = true;
                     // An ABORT of an attempt that is over must not end the next one.
                     if (attempt < 0 || attempt == attempt_.load()) {
                       supervisor->RequestStop(kExitRankFailed, reason);
@@ -306,13 +308,15 @@ class JoiningNode : public NodeRole {
     return true;
   }
 
-  void OnTick() override { agent_->PushFiles(rank_dirs_); }
+  void OnTick() override {
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+  }
   // This node's ranks report to node 0's coordinator, which holds their errors.
   std::string RankError(int) override { return ""; }
 
   // Node 0 has every file of the attempt before it hears that this node is done.
   void Conclude(AttemptReport* report, SummaryInfo*) override {
-    agent_->PushFiles(rank_dirs_);
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = FinalStatus(*report);
@@ -324,6 +328,7 @@ class JoiningNode : public NodeRole {
 
   bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
             const std::function<void()>& put_away) override {
+    if (coordinator_lost_) return false;
     v1::NodeResponse resp;
     try {
       resp = agent_->Join(Request(attempt_.load() + 1), JoinWait());
@@ -348,7 +353,7 @@ class JoiningNode : public NodeRole {
   }
 
   void Close(const AttemptReport& last) override {
-    agent_->PushFiles(rank_dirs_);
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
     agent_->Finish(FinalStatus(last));
   }
 
@@ -430,6 +435,7 @@ class JoiningNode : public NodeRole {
   std::unique_ptr<NodeAgent> agent_;
   int member_id_ = 0;
   std::atomic<int> attempt_{0};
+  std::atomic<bool> coordinator_lost_{false};
   std::mutex mu_;
   int node_rank_ = 0;
   std::optional<v1::NodeStatus> done_;  // this node's verdict on the attempt, once it is over

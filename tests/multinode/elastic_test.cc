@@ -182,6 +182,18 @@ TEST_F(ElasticJobTest, ASigkilledNodeLeavesTheJobToTheRest) {
   EXPECT_EQ(summary["attempts"][1]["world_size"], 2);
 }
 
+TEST_F(ElasticJobTest, ALostNodeZeroEndsTheOtherNodesSoon) {
+  const std::string script = "echo ready; exec sleep 60";
+  auto n0 = Start("n0", "1:2", script, {"--node-rank", "0"});
+  auto n1 = Start("n1", "1:2", script, {"--node-rank", "1"});
+  ASSERT_TRUE(n0->WaitFor(Count("ready", 2), seconds(60))) << n0->err_text();
+  ASSERT_TRUE(n1->WaitFor(Count("ready", 2), seconds(60))) << n1->err_text();
+  ASSERT_EQ(::kill(n0->pid(), SIGKILL), 0);
+  // Node 0 hosts the coordinator: the job cannot go on, and node 1 does not wait for it.
+  EXPECT_EQ(n1->Wait(seconds(20)), 1) << n1->err_text();
+  EXPECT_TRUE(Has(n1->err_text(), "lost node 0's coordinator")) << n1->err_text();
+}
+
 TEST_F(ElasticJobTest, ANodeThatComesLateJoinsAtTheNextAttempt) {
   const fs::path go = dir_ / "go";
   // Attempt 0 (node 0 alone): rank 1 fails once the late node waits; attempt 1 has both.
