@@ -76,6 +76,66 @@ std::chrono::milliseconds Seconds(double s, const char* flag, bool zero_is_never
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(s * 1000)));
 }
 
+int ParseCount(const std::string& text, const std::string& whole) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || n < 1) {
+    throw UsageError("--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX (got '" + whole + "')");
+  }
+  return n;
+}
+
+// "2" or "1:4" (torchrun's elastic form).
+void ParseNnodes(const std::string& text, LaunchOptions* o) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    o->nnodes = ParseCount(text, text);
+    o->min_nodes = 0;
+    return;
+  }
+  o->min_nodes = ParseCount(text.substr(0, colon), text);
+  o->nnodes = ParseCount(text.substr(colon + 1), text);
+  if (o->min_nodes > o->nnodes) {
+    throw UsageError("--nnodes " + text + ": MIN must not be larger than MAX");
+  }
+}
+
+// torchrun's --rdzv-conf: comma-separated key=value pairs; the timeouts are seconds.
+void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    std::chrono::milliseconds* target = key == "join_timeout"        ? &o->join_timeout
+                                        : key == "last_call_timeout" ? &o->last_call_timeout
+                                        : key == "close_timeout"     ? &o->close_timeout
+                                                                     : nullptr;
+    if (!target) {
+      throw UsageError("--rdzv-conf: unknown key '" + key +
+                       "' (dlaunch takes join_timeout, last_call_timeout, close_timeout)");
+    }
+    double seconds = -1;
+    size_t used = 0;
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    try {
+      seconds = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (value.empty() || used != value.size() || !(seconds >= 0) || seconds > 1e7) {
+      throw UsageError("--rdzv-conf: " + key + " must be a number of seconds (got '" + value +
+                       "')");
+    }
+    *target = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+}
+
 po::options_description Describe() {
   po::options_description d("dlaunch options");
   // clang-format off
@@ -86,7 +146,7 @@ po::options_description Describe() {
         "ranks per node: N, auto, cpu or gpu (aliases --nproc-per-node, --nproc_per_node)")
     ("nproc-per-node", po::value<std::string>(), "alias of --nproc")
     ("nproc_per_node", po::value<std::string>(), "alias of --nproc")
-    ("nnodes", po::value<int>()->default_value(1), "number of nodes")
+    ("nnodes", po::value<std::string>()->default_value("1"), "number of nodes: N, or MIN:MAX for an elastic job")
     ("node-rank", po::value<int>(), "this node's rank (alias --node_rank)")
     ("node_rank", po::value<int>(), "alias of --node-rank")
     ("rdzv-endpoint", po::value<std::string>(), "host:port of node 0's coordinator (alias --rdzv_endpoint)")
@@ -97,6 +157,8 @@ po::options_description Describe() {
     ("rdzv-backend", po::value<std::string>(), "accepted for torchrun compatibility: static or c10d")
     ("rdzv_backend", po::value<std::string>(), "alias of --rdzv-backend")
     ("rdzv-timeout", po::value<double>()->default_value(300), "seconds ranks may take to register")
+    ("rdzv-conf", po::value<std::string>(), "join_timeout=S,last_call_timeout=S,close_timeout=S (alias --rdzv_conf)")
+    ("rdzv_conf", po::value<std::string>(), "alias of --rdzv-conf")
     ("standalone", po::bool_switch(), "single node (the default; torchrun compatibility)")
     ("master-addr", po::value<std::string>(), "MASTER_ADDR given to ranks (alias --master_addr)")
     ("master_addr", po::value<std::string>(), "alias of --master-addr")
@@ -311,15 +373,16 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   }
   o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
   o.nproc_given = given("nproc") || given("nproc-per-node") || given("nproc_per_node");
-  o.nnodes = vm["nnodes"].as<int>();
+  ParseNnodes(vm["nnodes"].as<std::string>(), &o);
   o.nnodes_given = !vm["nnodes"].defaulted();
-  if (o.nnodes < 1) throw UsageError("--nnodes must be at least 1");
+  o.node_rank_given = vm.count("node-rank") || vm.count("node_rank");
   if (static_cast<int64_t>(o.nproc) * o.nnodes > rundir::kMaxRanks) {
     throw UsageError("--nproc " + std::to_string(o.nproc) + " x --nnodes " +
                      std::to_string(o.nnodes) + " is more than " +
                      std::to_string(rundir::kMaxRanks) + " ranks");
   }
   o.node_rank = First<int>(vm, {"node-rank", "node_rank"}).value_or(0);
+  if (auto conf = First<std::string>(vm, {"rdzv-conf", "rdzv_conf"})) ParseRdzvConf(*conf, &o);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError("--node-rank must be in [0, " + std::to_string(o.nnodes) + ")");
   }

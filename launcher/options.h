@@ -21,9 +21,15 @@ struct LaunchOptions {
 
   int nproc = 1;
   bool nproc_given = false;  // on the command line (or PET_NPROC_PER_NODE), so Slurm's is not used
-  int nnodes = 1;
+  int nnodes = 1;             // --nnodes N, or MAX of --nnodes MIN:MAX
+  int min_nodes = 0;          // MIN of --nnodes MIN:MAX; 0: the same as nnodes
   bool nnodes_given = false;  // on the command line, so the scheduler's variables do not apply
   int node_rank = 0;
+  bool node_rank_given = false;  // else the coordinator gives node ranks in join order
+  // --rdzv-conf (torchrun's keys); 0: join_timeout is --rdzv-timeout.
+  std::chrono::milliseconds join_timeout{0};
+  std::chrono::milliseconds last_call_timeout{30000};
+  std::chrono::milliseconds close_timeout{30000};
   std::string rdzv_endpoint;  // host:port of node 0's coordinator (multi-node)
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free one

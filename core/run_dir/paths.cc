@@ -6,6 +6,21 @@ namespace dlaunch::rundir {
 namespace {
 
 constexpr char kRankPrefix[] = "rank";
+constexpr char kAttemptPrefix[] = "attempt";
+
+// The number after `prefix` in `name`: at most nine digits, below `limit`.
+std::optional<int> NumberAfter(const std::string& name, const char* prefix, size_t prefix_len,
+                               long limit) {
+  if (name.size() <= prefix_len || name.size() > prefix_len + 9 ||
+      name.compare(0, prefix_len, prefix))
+    return std::nullopt;
+  if (!std::all_of(name.begin() + prefix_len, name.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const long n = std::stol(name.substr(prefix_len));
+  if (n >= limit) return std::nullopt;
+  return static_cast<int>(n);
+}
 
 std::string Join(const std::string& dir, const char* name) {
   if (dir.empty()) return name;
@@ -52,14 +67,15 @@ RankDir RunDir::rank(int rank) const { return RankDir(Join(path_, RankDirName(ra
 std::string RunDir::RankDirName(int rank) { return kRankPrefix + std::to_string(rank); }
 
 std::optional<int> RunDir::ParseRankDirName(const std::string& name) {
-  const size_t prefix = sizeof(kRankPrefix) - 1;
-  if (name.size() <= prefix || name.size() > prefix + 9 || name.compare(0, prefix, kRankPrefix))
-    return std::nullopt;
-  if (!std::all_of(name.begin() + prefix, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  const long rank = std::stol(name.substr(prefix));
-  if (rank >= kMaxRanks) return std::nullopt;
-  return static_cast<int>(rank);
+  return NumberAfter(name, kRankPrefix, sizeof(kRankPrefix) - 1, kMaxRanks);
+}
+
+std::string RunDir::attempt(const std::string& folder) const { return Join(path_, folder.c_str()); }
+
+std::string RunDir::AttemptDirName(int number) { return kAttemptPrefix + std::to_string(number); }
+
+std::optional<int> RunDir::ParseAttemptDirName(const std::string& name) {
+  return NumberAfter(name, kAttemptPrefix, sizeof(kAttemptPrefix) - 1, 1000000000L);
 }
 
 std::string RankFileLabel(int rank, const std::string& path) {

@@ -3,6 +3,7 @@
 //
 //   <run-dir>/summary.json  summary.node<N>.json  preflight.json  diagnosis.txt  diagnosis.json
 //             trace.json  .reserve (while the launcher runs)
+//   <run-dir>/attempt<N>/  an earlier attempt's (or an earlier run's) rank<R>/ and reports
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
 //                     heartbeat.json dump_request py_stacks.txt flight_tail.jsonl torch_trace_<R>
@@ -59,21 +60,25 @@ class RunDir {
   explicit RunDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  std::string summary() const;                    // summary.json, written by the launcher
-  std::string node_summary(int node_rank) const;  // summary.node<N>.json of a joining node
-  std::string preflight() const;                  // preflight.json, rank 0 of `preflight`
-  std::string diagnosis_text() const;             // diagnosis.txt
-  std::string diagnosis_json() const;             // diagnosis.json
-  std::string trace() const;                      // trace.json (Chrome trace events)
+  std::string summary() const;                           // summary.json, written by the launcher
+  std::string node_summary(int node_rank) const;         // summary.node<N>.json of a joining node
+  std::string preflight() const;                         // preflight.json, rank 0 of `preflight`
+  std::string diagnosis_text() const;                    // diagnosis.txt
+  std::string diagnosis_json() const;                    // diagnosis.json
+  std::string trace() const;                             // trace.json (Chrome trace events)
   // .reserve: room the launcher keeps while the job runs, so a disk the logs fill still takes
   // the summary and diagnosis; removed at the end.
   std::string reserve() const;
-  RankDir rank(int rank) const;  // rank<R>/
+  RankDir rank(int rank) const;                          // rank<R>/
+  std::string attempt(const std::string& folder) const;  // attempt<N>/, by its name
 
   // "rank3"; and back: the rank of a folder name, nullopt unless it is "rank" and at most nine
   // digits below kMaxRanks.
   static std::string RankDirName(int rank);
   static std::optional<int> ParseRankDirName(const std::string& name);
+  // "attempt3"; and back, nullopt for any other name.
+  static std::string AttemptDirName(int number);
+  static std::optional<int> ParseAttemptDirName(const std::string& name);
 
  private:
   std::string path_;

@@ -80,6 +80,19 @@ std::string SummaryToJson(const Summary& s) {
     j["nodes"].push_back(std::move(node));
   }
   if (!s.truncated_logs.empty()) j["truncated_logs"] = s.truncated_logs;
+  for (const SummaryAttempt& a : s.attempts) {
+    json attempt = {{"attempt", a.attempt},
+                    {"restart_count", a.restart_count},
+                    {"nnodes", a.nnodes},
+                    {"world_size", a.world_size},
+                    {"start_unix_ms", a.start_unix_ms},
+                    {"exit_code", a.exit_code}};
+    if (a.end_unix_ms) attempt["end_unix_ms"] = a.end_unix_ms;
+    if (!a.error.empty()) attempt["error"] = a.error;
+    if (!a.next.empty()) attempt["next"] = a.next;
+    if (!a.folder.empty()) attempt["folder"] = a.folder;
+    j["attempts"].push_back(std::move(attempt));
+  }
   return detail::Dump(j, 2) + "\n";
 }
 
@@ -103,6 +116,22 @@ FileState ReadSummary(const std::string& path, const std::string& label, Summary
   s.updated_unix_ms = GetInt(j, "updated_unix_ms", 0);
   s.error = GetString(j, "error");
   s.truncated_logs = detail::GetStrings(j, "truncated_logs");
+  if (auto attempts = j.find("attempts"); attempts != j.end() && attempts->is_array()) {
+    for (const json& a : *attempts) {
+      if (!a.is_object() || s.attempts.size() >= static_cast<size_t>(kMaxRanks)) continue;
+      SummaryAttempt& sa = s.attempts.emplace_back();
+      sa.attempt = detail::GetInt32(a, "attempt", 0);
+      sa.restart_count = detail::GetInt32(a, "restart_count", 0);
+      sa.nnodes = detail::GetInt32(a, "nnodes", 1);
+      sa.world_size = detail::GetInt32(a, "world_size", 0);
+      sa.start_unix_ms = GetInt(a, "start_unix_ms", 0);
+      sa.end_unix_ms = GetInt(a, "end_unix_ms", 0);
+      sa.exit_code = detail::GetInt32(a, "exit_code", -1);
+      sa.error = GetString(a, "error");
+      sa.next = GetString(a, "next");
+      sa.folder = GetString(a, "folder");
+    }
+  }
   int dropped = 0;
   if (auto ranks = j.find("ranks"); ranks != j.end() && ranks->is_array()) {
     for (const json& r : *ranks) {

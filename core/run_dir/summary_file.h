@@ -45,6 +45,20 @@ struct SummaryNode {
   std::string error;
 };
 
+// One attempt of the launch (summary.json's "attempts"), when there was more than one.
+struct SummaryAttempt {
+  int attempt = 0;
+  int restart_count = 0;
+  int nnodes = 1;
+  int world_size = 0;
+  int64_t start_unix_ms = 0;
+  int64_t end_unix_ms = 0;  // 0 while it runs
+  int exit_code = -1;       // -1 while it runs
+  std::string error;        // one line: the root cause or the reason it stopped
+  std::string next;         // "restart", "rejoin" (lost nodes, MIN kept) or "" (the last)
+  std::string folder;       // where its rank folders went ("attempt3"); "" for the last
+};
+
 struct Summary {
   std::string run_id;
   std::string host;
@@ -56,6 +70,7 @@ struct Summary {
   std::vector<SummaryNode> nodes;  // multi-node, on node 0
   // Logs a full disk cut short ("rank1/stdout.log"), relative to the run directory.
   std::vector<std::string> truncated_logs;
+  std::vector<SummaryAttempt> attempts;  // attempt by attempt, when there was a restart
 };
 
 std::string SummaryToJson(const Summary& summary);  // indented, with a trailing newline

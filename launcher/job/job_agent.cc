@@ -10,6 +10,9 @@
 
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/attempts.h"
+#include "core/run_dir/paths.h"
+#include "core/telemetry.h"
 #include "launcher/builtins.h"
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
@@ -39,44 +42,93 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o) {
 
 }  // namespace
 
-void CreateRunDirectories(const JobPlan& plan) {
-  MakeDirs(plan.options().log_dir, "--log-dir");
-  MakeDirs(plan.run_dir(), "run directory");
+namespace {
+
+void MakeRankDirs(const JobPlan& plan) {
   for (const auto& slot : plan.ranks()) MakeDirs(slot.dir, "rank directory");
 }
 
-JobAgent::JobAgent(const JobPlan& plan, NodeRole* role, std::string host,
+// Puts the attempt's files away into `folder`. Node 0 moves them all; a joining node, which may
+// share the folder with node 0 on one machine, only its own.
+std::string PutAway(const JobPlan& plan, const std::string& folder, bool whole_run) {
+  std::vector<std::string> own;
+  if (!plan.hosts_coordinator()) {
+    for (const auto& slot : plan.ranks()) own.push_back(rundir::FileName(slot.dir));
+    own.push_back(rundir::FileName(plan.summary_path()));
+  }
+  return rundir::PutAttemptAway(plan.run_dir(), folder, whole_run, own);
+}
+
+}  // namespace
+
+JobPlan CreateRunDirectories(JobPlan plan) {
+  MakeDirs(plan.options().log_dir, "--log-dir");
+  MakeDirs(plan.run_dir(), "run directory");
+  // A run id used before (pytorch/examples' --rdzv_id=101): the old run moves aside whole, so
+  // no file of it mixes with this run's. A joining node puts away only its own copies, since
+  // node 0 may share the folder.
+  std::string moved;
+  try {
+    moved = PutAway(plan, "", plan.hosts_coordinator());
+  } catch (const Error& e) {
+    throw UsageError(std::string("cannot use run directory: ") + e.what());
+  }
+  if (!moved.empty()) {
+    std::cerr << "dlaunch: " << plan.run_dir() << " held an earlier run: moved it into " << moved
+              << "/" << std::endl;
+  }
+  if (plan.hosts_coordinator()) {
+    Membership first = plan.membership();
+    first.attempt_folder =
+        rundir::RunDir::AttemptDirName(rundir::NextAttemptNumber(plan.run_dir()));
+    plan.SetMembership(first);
+  }
+  MakeRankDirs(plan);
+  return plan;
+}
+
+JobAgent::JobAgent(JobPlan plan, NodeRole* role, std::string host,
                    std::vector<RankPlacement> placement)
-    : plan_(plan), role_(role), host_(std::move(host)), placement_(std::move(placement)) {}
+    : plan_(std::move(plan)),
+      role_(role),
+      host_(std::move(host)),
+      placement_(std::move(placement)) {}
 
 int JobAgent::Run(ProcessSpawner* spawner) {
   Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options()));
-  if (!role_->Open(plan_, &supervisor)) return kExitRankFailed;
+  if (!role_->Open(&plan_, &supervisor)) return kExitRankFailed;
   supervisor.on_tick = [this] { role_->OnTick(); };
 
   const LaunchOptions& o = plan_.options();
-  const int world = plan_.world_size();
-  std::cerr << "dlaunch: " << world << " rank" << (world > 1 ? "s" : "");
-  if (plan_.multi_node()) {
-    std::cerr << " on " << o.nnodes << " nodes (this is node " << o.node_rank << ")";
-  }
-  std::cerr << ", run directory " << plan_.run_dir() << std::endl;
+  auto announce = [&] {
+    const Membership& m = plan_.membership();
+    const int world = plan_.world_size();
+    std::cerr << "dlaunch: " << world << " rank" << (world > 1 ? "s" : "");
+    if (plan_.multi_node()) {
+      std::cerr << " on " << m.nnodes << " node" << (m.nnodes > 1 ? "s" : "") << " (this is node "
+                << m.node_rank << ")";
+    }
+    if (m.attempt > 0) std::cerr << ", attempt " << m.attempt;
+    std::cerr << ", run directory " << plan_.run_dir() << std::endl;
+  };
+  announce();
 
   SummaryInfo summary;
   summary.run_id = plan_.identity().run_id;
   summary.host = host_;
   SummaryWriter summary_file(plan_.summary_path());
   AttemptReport report;
-  for (int attempt = 0;; ++attempt) {
-    supervisor.on_change = [&, attempt](const AttemptResult& now) {
-      summary_file.WriteProgress(summary, attempt, now);
+  for (;;) {
+    const Membership m = plan_.membership();
+    supervisor.on_change = [&, restarts = m.restart_count](const AttemptResult& now) {
+      summary_file.WriteProgress(summary, restarts, now);
     };
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
       python::ClearAttemptFiles(slot.dir);
       ProcessSpec process;
       process.argv = plan_.argv();
-      process.env = plan_.RankEnvironment(slot, attempt);
+      process.env = plan_.RankEnvironment(slot, m.restart_count);
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
@@ -85,22 +137,43 @@ int JobAgent::Run(ProcessSpawner* spawner) {
         ApplyPlacement(placement_[slot.local_rank], &process);
       specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
     }
-    report = Judge(attempt, supervisor.Run(specs));
+    AttemptRecord started;
+    started.attempt = m.attempt;
+    started.restart_count = m.restart_count;
+    started.nnodes = m.nnodes;
+    started.world_size = plan_.world_size();
+    started.start_unix_ms = core::UnixMillis();
+    summary.attempts.push_back(started);
+    report = Judge(m.attempt, supervisor.Run(specs));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
-    summary.restarts = attempt;
+    AttemptRecord& record = summary.attempts.back();
+    record.end_unix_ms = core::UnixMillis();
+    record.exit_code = report.exit_code;
+    record.error = report.error;
+    summary.restarts = m.restart_count;
     summary.exit_code = report.exit_code;
     summary.error = report.error;
     summary_file.Write(summary, report.result.ranks);
     role_->Explain(report);
 
-    if (!plan_.ShouldRestart(attempt, report.exit_code, report.result.interrupted_by != 0,
-                             report.result.stop_code.has_value())) {
+    std::string how;
+    const bool again = role_->Next(&report, &plan_, &how, [&] {
+      // Before the next attempt writes a line: its logs start in fresh folders.
+      record.folder = PutAway(plan_, m.attempt_folder, false);
+    });
+    if (!again) {
+      summary.exit_code = record.exit_code = report.exit_code;
+      summary.error = record.error = report.error;
+      summary_file.Write(summary, report.result.ranks);
       break;
     }
-    std::cerr << "dlaunch: restarting all ranks (restart " << attempt + 1 << " of "
-              << o.max_restarts << ")" << std::endl;
-    role_->Reset();
+    record.next = how;
+    MakeRankDirs(plan_);
+    announce();
+  }
+  if (summary.attempts.size() > 1 && plan_.hosts_coordinator()) {
+    std::cerr << FormatAttemptStory(summary.attempts) << std::flush;
   }
   if (o.command == Command::kPreflight && plan_.hosts_coordinator()) {
     // Beside preflight's bandwidth tables: which transport each rank pair used, from nccl.log.

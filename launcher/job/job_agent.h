@@ -13,9 +13,10 @@ namespace dlaunch::launcher {
 
 class JobAgent {
  public:
-  // `role` has been prepared (its identity is the plan's) and outlives the agent.
-  // `placement`: each local rank's GPU and CPUs (none: inherited).
-  JobAgent(const JobPlan& plan, NodeRole* role, std::string host,
+  // `role` has been prepared (its identity is the plan's) and outlives the agent. The plan's
+  // membership changes from attempt to attempt. `placement`: each local rank's GPU and CPUs
+  // (none: inherited).
+  JobAgent(JobPlan plan, NodeRole* role, std::string host,
            std::vector<RankPlacement> placement = {});
 
   // Blocks until the last attempt ended; returns dlaunch's exit code. Throws Error when a rank
@@ -26,14 +27,16 @@ class JobAgent {
   // The attempt's verdict on this node; prints its root cause or stop reason.
   AttemptReport Judge(int attempt, AttemptResult result);
 
-  const JobPlan& plan_;
+  JobPlan plan_;
   NodeRole* role_;
   std::string host_;
   std::vector<RankPlacement> placement_;
 };
 
-// Creates --log-dir, the run directory and this node's rank directories. Throws UsageError
-// naming the one that cannot be used.
-void CreateRunDirectories(const JobPlan& plan);
+// Creates --log-dir, the run directory and this node's rank directories; what an earlier run with
+// the same run id left there is put away into an attempt folder first (docs/run-directory.md).
+// Returns the plan with its first attempt's folder name. Throws UsageError naming the folder
+// that cannot be used.
+JobPlan CreateRunDirectories(JobPlan plan);
 
 }  // namespace dlaunch::launcher

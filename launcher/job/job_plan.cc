@@ -19,19 +19,31 @@ JobPlan::JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
       argv_(std::move(argv)),
       launcher_env_(std::move(launcher_env)),
       python_agent_dir_(std::move(python_agent_dir)),
-      run_dir_(options_.log_dir + "/" + identity_.run_id) {
+      run_dir_(options_.log_dir + "/" + identity_.run_id),
+      membership_(identity_.membership) {
+  PlanRanks();
+}
+
+void JobPlan::SetMembership(const Membership& membership) {
+  membership_ = membership;
+  PlanRanks();
+}
+
+void JobPlan::PlanRanks() {
+  ranks_.clear();
+  const rundir::RunDir dir(run_dir_);
   for (int local = 0; local < options_.nproc; ++local) {
-    const int rank = options_.node_rank * options_.nproc + local;
-    ranks_.push_back(RankSlot{rank, local, run_dir_ + "/rank" + std::to_string(rank)});
+    const int rank = membership_.node_rank * options_.nproc + local;
+    ranks_.push_back(RankSlot{rank, local, dir.rank(rank).path()});
   }
   common_ = CommonVariables();
 }
 
 std::string JobPlan::summary_path() const {
   if (node_.role == NodeRoleKind::kJoiningNode) {
-    return run_dir_ + "/summary.node" + std::to_string(options_.node_rank) + ".json";
+    return rundir::RunDir(run_dir_).node_summary(membership_.node_rank);
   }
-  return run_dir_ + "/summary.json";
+  return rundir::RunDir(run_dir_).summary();
 }
 
 std::map<std::string, std::string> JobPlan::CommonVariables() const {
@@ -40,8 +52,8 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
   std::map<std::string, std::string> v = {
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-      {"GROUP_RANK", std::to_string(o.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"GROUP_RANK", std::to_string(membership_.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(membership_.nnodes)},
       {"ROLE_NAME", "default"},
       {"ROLE_WORLD_SIZE", std::to_string(world)},
       {"MASTER_ADDR", identity_.master_addr},
@@ -82,18 +94,18 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
   return v;
 }
 
-std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, int attempt) const {
+std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, int restarts) const {
   auto v = common_;
   v["RANK"] = v["ROLE_RANK"] = std::to_string(slot.rank);
   v["LOCAL_RANK"] = std::to_string(slot.local_rank);
-  v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+  v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restarts);
   python::AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, DLAUNCH_RANK_DIR
   if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = rundir::RankDir(slot.dir).nccl_log();
   return v;
 }
 
-std::vector<std::string> JobPlan::RankEnvironment(const RankSlot& slot, int attempt) const {
-  const auto job = JobVariables(slot, attempt);
+std::vector<std::string> JobPlan::RankEnvironment(const RankSlot& slot, int restarts) const {
+  const auto job = JobVariables(slot, restarts);
   std::vector<std::string> env;
   for (const auto& [k, v] : launcher_env_)
     if (!job.count(k)) env.push_back(k + "=" + v);
@@ -105,6 +117,16 @@ bool JobPlan::ShouldRestart(int attempt, int exit_code, bool interrupted, bool s
   if (exit_code == 0 || interrupted) return false;
   if (stopped && options_.on_hang != "restart") return false;
   return attempt < options_.max_restarts;
+}
+
+NextAttempt JobPlan::Decide(int exit_code, bool interrupted, bool stopped, int nodes_lost) const {
+  if (exit_code == 0 || interrupted) return NextAttempt::kNone;
+  if (nodes_lost > 0 && elastic() && membership_.nnodes - nodes_lost >= min_nodes()) {
+    return NextAttempt::kRejoin;
+  }
+  return ShouldRestart(membership_.restart_count, exit_code, interrupted, stopped)
+             ? NextAttempt::kRestart
+             : NextAttempt::kNone;
 }
 
 }  // namespace dlaunch::launcher

@@ -16,6 +16,7 @@ enum class NodeRoleKind {
   kSingleNode,       // the whole job on this machine: coordinator on loopback
   kCoordinatorHost,  // node 0 of several: hosts the coordinator every node reaches
   kJoiningNode,      // node 1..N-1: joins node 0's coordinator
+  kElected,          // no node rank given: node 0 if it is first to listen on the endpoint
 };
 
 // Where this node stands, resolved from the command line and the scheduler's environment.
@@ -26,12 +27,29 @@ struct NodeSetup {
   core::TlsFiles tls;
 };
 
+// What one attempt's node rendezvous gave this node.
+struct Membership {
+  int attempt = 0;        // 0, 1, ... every attempt of this launch
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: the restarts --max-restarts allowed
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string attempt_folder;  // where its rank folders go once it is over ("attempt3")
+};
+
 // What the rendezvous fixed for the whole job: node 0 decides, the other nodes learn it.
 struct JobIdentity {
   std::string run_id;
   std::string master_addr;
   int master_port = 0;
   std::string coordinator;  // host:port where ranks reach the coordinator
+  Membership membership;    // of the first attempt, where known before it (a joining node)
+};
+
+// What follows an attempt.
+enum class NextAttempt {
+  kNone,     // the job is over
+  kRestart,  // a failure within --max-restarts: every node restarts (restart_count + 1)
+  kRejoin,   // an elastic job lost nodes but keeps MIN: the rest go on (restart_count kept)
 };
 
 // One rank this node runs.
@@ -55,7 +73,13 @@ class JobPlan {
   const JobIdentity& identity() const { return identity_; }
   bool multi_node() const { return node_.role != NodeRoleKind::kSingleNode; }
   bool hosts_coordinator() const { return node_.role != NodeRoleKind::kJoiningNode; }
-  int world_size() const { return options_.nproc * options_.nnodes; }
+  int world_size() const { return options_.nproc * membership_.nnodes; }
+  bool elastic() const { return min_nodes() < options_.nnodes; }
+  int min_nodes() const { return options_.min_nodes > 0 ? options_.min_nodes : options_.nnodes; }
+
+  // The attempt about to run: this node's rank and the node count, from its node rendezvous.
+  const Membership& membership() const { return membership_; }
+  void SetMembership(const Membership& membership);
 
   const std::string& run_dir() const { return run_dir_; }
   // This node's ranks, by local rank.
@@ -63,18 +87,23 @@ class JobPlan {
   // Node 0 writes summary.json; the other nodes their own summary.node<N>.json.
   std::string summary_path() const;
 
-  // The variables dlaunch sets for `slot` in attempt `attempt` (torchrun's and its own).
-  std::map<std::string, std::string> JobVariables(const RankSlot& slot, int attempt) const;
+  // The variables dlaunch sets for `slot` after `restarts` restarts (torchrun's and its own).
+  std::map<std::string, std::string> JobVariables(const RankSlot& slot, int restarts) const;
   // The whole environment of that rank: launcher_env with JobVariables over it, KEY=VAL.
-  std::vector<std::string> RankEnvironment(const RankSlot& slot, int attempt) const;
+  std::vector<std::string> RankEnvironment(const RankSlot& slot, int restarts) const;
   const std::vector<std::string>& argv() const { return argv_; }
 
   // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
   // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.
   bool ShouldRestart(int attempt, int exit_code, bool interrupted, bool stopped) const;
+  // What follows the membership's attempt, which ended with `exit_code` after `nodes_lost` of
+  // its nodes were lost: a lost node of an elastic job is a change of membership, not a failure
+  // of the program, so it does not use up --max-restarts while MIN nodes remain.
+  NextAttempt Decide(int exit_code, bool interrupted, bool stopped, int nodes_lost) const;
 
  private:
   std::map<std::string, std::string> CommonVariables() const;
+  void PlanRanks();
 
   LaunchOptions options_;
   NodeSetup node_;
@@ -83,6 +112,7 @@ class JobPlan {
   std::map<std::string, std::string> launcher_env_;
   std::string python_agent_dir_;
   std::string run_dir_;
+  Membership membership_;
   std::vector<RankSlot> ranks_;
   std::map<std::string, std::string> common_;
 };

@@ -194,10 +194,11 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
     setup.token = RandomHex(16);
     return setup;
   }
-  setup.role = o->node_rank == 0 ? NodeRoleKind::kCoordinatorHost : NodeRoleKind::kJoiningNode;
-  if (o->max_restarts > 0) {
-    throw UsageError("--max-restarts is not available for multi-node launches yet");
-  }
+  // A scheduler's variables name the node; else the coordinator ranks nodes in join order.
+  if (!engine.empty()) o->node_rank_given = true;
+  setup.role = !o->node_rank_given ? NodeRoleKind::kElected
+               : o->node_rank == 0 ? NodeRoleKind::kCoordinatorHost
+                                   : NodeRoleKind::kJoiningNode;
   if (!o->token_file.empty()) {
     setup.token = Trim(core::ReadWholeFile(o->token_file, "--token-file"));
   } else if (const char* t = std::getenv("DLAUNCH_JOB_TOKEN"); t && *t) {

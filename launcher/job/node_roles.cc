@@ -1,9 +1,12 @@
 #include "launcher/job/node_roles.h"
 
+#include <atomic>
 #include <iostream>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/paths.h"
 #include "launcher/builtins.h"
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/job/hosted_coordinator.h"
@@ -25,6 +28,21 @@ int ChooseMasterPort(const LaunchOptions& o, const std::string& bind_host) {
   return o.master_port;
 }
 
+// The join timeout of the node rendezvous: --rdzv-conf join_timeout, else --rdzv-timeout.
+std::chrono::milliseconds JoinTimeout(const LaunchOptions& o) {
+  return o.join_timeout.count() > 0 ? o.join_timeout : o.rdzv_timeout;
+}
+
+// The folder attempt<N+1> after attempt<N>.
+std::string FolderAfter(const std::string& folder) {
+  return rundir::RunDir::AttemptDirName(rundir::RunDir::ParseAttemptDirName(folder).value_or(-1) +
+                                        1);
+}
+
+std::string Plural(int n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
 // Node 0, alone or with other nodes: it hosts the coordinator and diagnoses the job.
 class NodeZero : public NodeRole {
  public:
@@ -44,22 +62,60 @@ class NodeZero : public NodeRole {
       return;
     }
     // The failure's picture across ranks: each one's last collective, phase and memory.
-    std::cerr << FormatDiagnosis(AnalyzeRunDir(run_dir_, world_size())) << std::flush;
+    std::cerr << FormatDiagnosis(AnalyzeRunDir(run_dir_, world_size_)) << std::flush;
   }
 
-  void Reset() override { coordinator_->Reset(); }
+  bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
+            const std::function<void()>& put_away) override {
+    const int lost = LostNodes();
+    // A stop for a hang restarts only under --on-hang restart; a stop for a failure elsewhere
+    // (another node's rank, a lost node) is a failure like any other.
+    const auto& stop = report->result.stop_code;
+    const NextAttempt step = plan->Decide(report->exit_code, report->result.interrupted_by != 0,
+                                          stop && *stop == kExitHang, lost);
+    if (step == NextAttempt::kNone) return false;
+    Membership next = plan->membership();
+    ++next.attempt;
+    if (step == NextAttempt::kRestart) ++next.restart_count;
+    next.attempt_folder = FolderAfter(next.attempt_folder);
+    *how = step == NextAttempt::kRestart ? "restart" : "rejoin";
+    if (step == NextAttempt::kRestart) {
+      std::cerr << "dlaunch: restarting all ranks (restart " << next.restart_count << " of "
+                << options_.max_restarts << ")" << std::endl;
+    } else {
+      std::cerr << "dlaunch: " << Plural(lost, "node") << " lost; "
+                << Plural(plan->membership().nnodes - lost, "node") << " left (at least "
+                << plan->min_nodes() << " needed): going on as attempt " << next.attempt
+                << std::endl;
+    }
+    put_away();
+    // Before any node can start the next attempt's ranks: they register afresh.
+    coordinator_->Reset();
+    if (!Rejoin(&next, report)) return false;
+    plan->SetMembership(next);
+    world_size_ = plan->world_size();
+    coordinator_->Watch(*plan, supervisor_);
+    return true;
+  }
+
   void Close(const AttemptReport&) override { coordinator_->Shutdown(); }
 
  protected:
-  int world_size() const { return options_.nproc * options_.nnodes; }
+  // The nodes of the attempt that were lost.
+  virtual int LostNodes() { return 0; }
+  // The next attempt's node rendezvous; false (report set) when it failed.
+  virtual bool Rejoin(Membership*, AttemptReport*) { return true; }
 
   // Starts the coordinator for the job this node names.
   void Serve(const std::string& listen) {
     run_dir_ = options_.log_dir + "/" + run_id_;
     CoordinatorConfig cc;
-    cc.world_size = world_size();
+    cc.world_size = options_.nproc * options_.nnodes;
     cc.nproc_per_node = options_.nproc;
     cc.nnodes = options_.nnodes;
+    cc.min_nodes = options_.min_nodes;
+    cc.join_timeout = JoinTimeout(options_);
+    cc.last_call_timeout = options_.last_call_timeout;
     cc.master_addr = master_addr_;
     cc.master_port = master_port_;
     cc.token = setup_.token;
@@ -76,6 +132,8 @@ class NodeZero : public NodeRole {
   std::string master_addr_;
   std::string run_id_;
   std::string run_dir_;
+  int world_size_ = 0;
+  Supervisor* supervisor_ = nullptr;
   std::unique_ptr<HostedCoordinator> coordinator_;
 };
 
@@ -90,11 +148,13 @@ class SingleNode : public NodeZero {
   JobIdentity Prepare() override {
     Serve("127.0.0.1:0");
     return {run_id_, master_addr_, master_port_,
-            "127.0.0.1:" + std::to_string(coordinator_->port())};
+            "127.0.0.1:" + std::to_string(coordinator_->port()), Membership{}};
   }
 
-  bool Open(const JobPlan& plan, Supervisor* supervisor) override {
-    coordinator_->Watch(plan, supervisor);
+  bool Open(JobPlan* plan, Supervisor* supervisor) override {
+    supervisor_ = supervisor;
+    world_size_ = plan->world_size();
+    coordinator_->Watch(*plan, supervisor);
     return true;
   }
 
@@ -110,28 +170,33 @@ class CoordinatorHost : public NodeZero {
         o.master_addr == "127.0.0.1" ? SplitEndpoint(setup_.endpoint).first : o.master_addr;
   }
 
-  JobIdentity Prepare() override {
-    // Beyond loopback: the other nodes must reach it.
-    Serve("0.0.0.0:" + std::to_string(SplitEndpoint(setup_.endpoint).second));
-    return {run_id_, master_addr_, master_port_, setup_.endpoint};
+  // Listens on the endpoint's port (beyond loopback: the other nodes must reach it). Throws
+  // UsageError when another process listens there.
+  void Listen() {
+    if (!coordinator_) Serve("0.0.0.0:" + std::to_string(SplitEndpoint(setup_.endpoint).second));
   }
 
-  bool Open(const JobPlan& plan, Supervisor* supervisor) override {
-    coordinator_->Watch(plan, supervisor);
-    CoordinatorHandler& h = coordinator_->handler();
-    h.AddLocalNode(host_, DoctorFingerprint());
-    std::cerr << "dlaunch: node 0 of " << options_.nnodes << ", coordinator on " << setup_.endpoint
-              << ", waiting for the other nodes" << std::endl;
-    auto absent = h.WaitForNodes();
-    if (!absent.empty()) {
-      std::string list;
-      for (int n : absent) list += (list.empty() ? "" : ",") + std::to_string(n);
-      std::cerr << "dlaunch: node rendezvous timed out: node" << (absent.size() > 1 ? "s " : " ")
-                << list << " never joined" << std::endl;
+  JobIdentity Prepare() override {
+    Listen();
+    return {run_id_, master_addr_, master_port_, setup_.endpoint, Membership{}};
+  }
+
+  bool Open(JobPlan* plan, Supervisor* supervisor) override {
+    supervisor_ = supervisor;
+    coordinator_->Watch(*plan, supervisor);
+    std::cerr << "dlaunch: node 0, coordinator on " << setup_.endpoint << ", waiting for "
+              << NodeCount() << " nodes" << std::endl;
+    Membership first = plan->membership();
+    AttemptReport failed;
+    if (!Rejoin(&first, &failed)) {
+      coordinator_->handler().Finish(failed.exit_code, failed.error);
       return false;
     }
+    plan->SetMembership(first);
+    world_size_ = plan->world_size();
+    coordinator_->Watch(*plan, supervisor);
     std::vector<std::string> fingerprints;
-    for (const auto& n : h.Nodes()) fingerprints.push_back(n.doctor_json);
+    for (const auto& n : coordinator_->handler().Nodes()) fingerprints.push_back(n.doctor_json);
     for (const auto& w : CompareDoctorFingerprints(fingerprints)) {
       std::cerr << "dlaunch: warning: " << w << std::endl;
     }
@@ -149,9 +214,10 @@ class CoordinatorHost : public NodeZero {
       v1::Command abort;
       abort.set_kind(v1::Command::ABORT);
       abort.set_reason(report->error);
+      abort.set_attempt(report->attempt);
       h.BroadcastToNodes(abort);
     }
-    // Node 0's ranks are done; the job is done when every node says so.
+    // Node 0's ranks are done; the attempt is done when every node says so.
     auto fault = h.WaitForNodesDone();
     if (fault && report->exit_code == 0) {
       report->exit_code = kExitRankFailed;
@@ -161,12 +227,47 @@ class CoordinatorHost : public NodeZero {
     summary->nodes = h.Nodes();
   }
 
+  void Close(const AttemptReport& last) override {
+    CoordinatorHandler& h = coordinator_->handler();
+    h.Finish(last.exit_code, last.error);
+    // The other nodes take the verdict before the coordinator goes away.
+    h.WaitForNodesToLeave(options_.close_timeout);
+    NodeZero::Close(last);
+  }
+
+ protected:
+  int LostNodes() override { return static_cast<int>(coordinator_->handler().LostNodes().size()); }
+
+  bool Rejoin(Membership* next, AttemptReport* report) override {
+    CoordinatorHandler& h = coordinator_->handler();
+    if (next->attempt > 0) h.OpenRound();
+    auto round = h.JoinRound(host_, DoctorFingerprint(), next->restart_count, next->attempt_folder);
+    if (!round.error.empty()) {
+      std::cerr << "dlaunch: " << round.error << std::endl;
+      report->exit_code = kExitRankFailed;
+      report->error = round.error;
+      return false;
+    }
+    next->attempt = round.attempt;
+    next->node_rank = 0;
+    next->nnodes = round.nnodes;
+    std::cerr << "dlaunch: node rendezvous of attempt " << round.attempt << ": "
+              << Plural(round.nnodes, "node") << std::endl;
+    return true;
+  }
+
  private:
+  std::string NodeCount() const {
+    const int min = options_.min_nodes > 0 ? options_.min_nodes : options_.nnodes;
+    if (min == options_.nnodes) return std::to_string(min);
+    return std::to_string(min) + " to " + std::to_string(options_.nnodes);
+  }
+
   std::string host_;
 };
 
-// Node 1..N-1: joins node 0's coordinator, reports its ranks over one stream, obeys ABORT, and
-// copies its ranks' files into node 0's run directory.
+// Node 1..N-1: joins node 0's coordinator once per attempt, reports its ranks over one stream,
+// obeys ABORT, and copies its ranks' files into node 0's run directory.
 class JoiningNode : public NodeRole {
  public:
   JoiningNode(const LaunchOptions& o, NodeSetup setup, std::string host)
@@ -176,59 +277,149 @@ class JoiningNode : public NodeRole {
     auto client =
         std::make_shared<core::CoordinatorClient>(setup_.endpoint, setup_.token, setup_.tls);
     agent_ = std::make_unique<NodeAgent>(client, options_.node_rank);
-    v1::NodeRequest req;
-    req.set_node_rank(options_.node_rank);
-    req.set_host(host_);
-    req.set_nproc(options_.nproc);
-    req.set_doctor_json(DoctorFingerprint());
-    std::cerr << "dlaunch: node " << options_.node_rank << " joining " << setup_.endpoint
-              << std::endl;
+    std::cerr << "dlaunch: joining " << setup_.endpoint << std::endl;
     v1::NodeResponse resp;
     try {
-      resp = agent_->Join(req, options_.rdzv_timeout);
+      resp = agent_->Join(Request(0), JoinWait());
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kInvalidArgument) throw UsageError(e.what());
       throw;
     }
-    return {resp.run_id(), resp.master_addr(), resp.master_port(), setup_.endpoint};
+    if (resp.finished()) {
+      throw Error(ErrorKind::kPeerGone,
+                  "the job ended before this node could join: " +
+                      (resp.reason().empty() ? "it succeeded" : resp.reason()));
+    }
+    member_id_ = resp.member_id();
+    return {resp.run_id(), resp.master_addr(), resp.master_port(), setup_.endpoint,
+            MembershipOf(resp)};
   }
 
-  bool Open(const JobPlan& plan, Supervisor* supervisor) override {
-    for (const auto& slot : plan.ranks()) rank_dirs_[slot.rank] = slot.dir;
-    agent_->Start(
-        [this, supervisor] {
-          v1::NodeStatus s;
-          s.set_node_rank(options_.node_rank);
-          for (const auto& live : supervisor->Live()) {
-            auto* r = s.add_ranks();
-            r->set_rank(live.rank);
-            r->set_pid(live.pid);
-            r->set_exited(live.exited);
-          }
-          return s;
-        },
-        options_.heartbeat_interval,
-        [supervisor](const std::string& reason) {
-          supervisor->RequestStop(kExitRankFailed, reason);
-        });
+  bool Open(JobPlan* plan, Supervisor* supervisor) override {
+    Started(*plan);
+    agent_->Start([this, supervisor] { return Status(supervisor); }, options_.heartbeat_interval,
+                  [this, supervisor](const std::string& reason, int attempt) {
+                    // Node 0 gone: nothing more to send it or to ask it.
+                    if (attempt < 0) coordinator_lost_ = true;
+                    // An ABORT of an attempt that is over must not end the next one.
+                    if (attempt < 0 || attempt == attempt_.load()) {
+                      supervisor->RequestStop(kExitRankFailed, reason);
+                    }
+                  });
     return true;
   }
 
-  void OnTick() override { agent_->PushFiles(rank_dirs_); }
+  void OnTick() override {
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+  }
   // This node's ranks report to node 0's coordinator, which holds their errors.
   std::string RankError(int) override { return ""; }
-  void Conclude(AttemptReport*, SummaryInfo*) override {}
+
+  // Node 0 has every file of the attempt before it hears that this node is done.
+  void Conclude(AttemptReport* report, SummaryInfo*) override {
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = FinalStatus(*report);
+    }
+    agent_->Wake();
+  }
+
   void Explain(const AttemptReport&) override {}  // node 0 explains the job
-  void Reset() override {}
+
+  bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
+            const std::function<void()>& put_away) override {
+    if (coordinator_lost_) return false;
+    v1::NodeResponse resp;
+    try {
+      resp = agent_->Join(Request(attempt_.load() + 1), JoinWait());
+    } catch (const Error& e) {
+      // Node 0 ended the job, or is gone: this node's own verdict stands.
+      if (report->exit_code == 0) return false;
+      report->error +=
+          std::string(report->error.empty() ? "" : "; ") + "no next attempt: " + e.what();
+      return false;
+    }
+    if (resp.finished()) {
+      report->exit_code = resp.exit_code();
+      report->error = resp.reason();
+      return false;
+    }
+    *how = resp.restart_count() > plan->membership().restart_count ? "restart" : "rejoin";
+    put_away();
+    agent_->ForgetSentFiles();
+    plan->SetMembership(MembershipOf(resp));
+    Started(*plan);
+    return true;
+  }
 
   void Close(const AttemptReport& last) override {
-    agent_->PushFiles(rank_dirs_);
+    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+    agent_->Finish(FinalStatus(last));
+  }
+
+ private:
+  v1::NodeRequest Request(int attempt) const {
+    v1::NodeRequest req;
+    req.set_node_rank(options_.node_rank_given ? options_.node_rank : -1);
+    req.set_host(host_);
+    req.set_nproc(options_.nproc);
+    req.set_doctor_json(DoctorFingerprint());
+    req.set_member_id(member_id_);
+    req.set_attempt(attempt);
+    return req;
+  }
+
+  // A join of an elastic job waits for the round's last call too.
+  std::chrono::milliseconds JoinWait() const {
+    const bool elastic = options_.min_nodes > 0 && options_.min_nodes < options_.nnodes;
+    return JoinTimeout(options_) +
+           (elastic ? options_.last_call_timeout : std::chrono::milliseconds(0));
+  }
+
+  static Membership MembershipOf(const v1::NodeResponse& resp) {
+    return Membership{resp.attempt(), resp.restart_count(), resp.node_rank(), resp.nnodes(),
+                      resp.attempt_folder()};
+  }
+
+  // The attempt in `plan` is about to run.
+  void Started(const JobPlan& plan) {
+    const Membership& m = plan.membership();
+    std::cerr << "dlaunch: node " << m.node_rank << " of " << m.nnodes << " in attempt "
+              << m.attempt << std::endl;
+    std::lock_guard<std::mutex> lock(mu_);
+    rank_dirs_.clear();
+    for (const auto& slot : plan.ranks()) rank_dirs_[slot.rank] = slot.dir;
+    done_.reset();
+    node_rank_ = m.node_rank;
+    attempt_ = m.attempt;
+  }
+
+  v1::NodeStatus Status(Supervisor* supervisor) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return *done_;
+    v1::NodeStatus s;
+    s.set_node_rank(node_rank_);
+    s.set_member_id(member_id_);
+    s.set_attempt(attempt_);
+    for (const auto& live : supervisor->Live()) {
+      auto* r = s.add_ranks();
+      r->set_rank(live.rank);
+      r->set_pid(live.pid);
+      r->set_exited(live.exited);
+    }
+    return s;
+  }
+
+  v1::NodeStatus FinalStatus(const AttemptReport& report) {
     v1::NodeStatus status;
-    status.set_node_rank(options_.node_rank);
+    status.set_node_rank(node_rank_);
+    status.set_member_id(member_id_);
+    status.set_attempt(attempt_);
     status.set_done(true);
-    status.set_exit_code(last.exit_code);
-    status.set_message(last.error);
-    for (const auto& r : last.result.ranks) {
+    status.set_exit_code(report.exit_code);
+    status.set_message(report.error);
+    for (const auto& r : report.result.ranks) {
       auto* x = status.add_ranks();
       x->set_rank(r.rank);
       x->set_pid(r.pid);
@@ -236,28 +427,49 @@ class JoiningNode : public NodeRole {
       x->set_exit_code(r.exit_code);
       x->set_signal(r.signal);
     }
-    agent_->Finish(status);
+    return status;
   }
 
- private:
   LaunchOptions options_;
   NodeSetup setup_;
   std::string host_;
   std::unique_ptr<NodeAgent> agent_;
+  int member_id_ = 0;
+  std::atomic<int> attempt_{0};
+  std::atomic<bool> coordinator_lost_{false};
+  std::mutex mu_;
+  int node_rank_ = 0;
+  std::optional<v1::NodeStatus> done_;  // this node's verdict on the attempt, once it is over
   std::map<int, std::string> rank_dirs_;
 };
 
 }  // namespace
 
-std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, const NodeSetup& setup,
+std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, NodeSetup* setup,
                                        const std::string& host) {
-  switch (setup.role) {
+  switch (setup->role) {
     case NodeRoleKind::kSingleNode:
-      return std::make_unique<SingleNode>(options, setup);
+      return std::make_unique<SingleNode>(options, *setup);
     case NodeRoleKind::kCoordinatorHost:
-      return std::make_unique<CoordinatorHost>(options, setup, host);
+      return std::make_unique<CoordinatorHost>(options, *setup, host);
     case NodeRoleKind::kJoiningNode:
-      return std::make_unique<JoiningNode>(options, setup, host);
+      return std::make_unique<JoiningNode>(options, *setup, host);
+    case NodeRoleKind::kElected: {
+      const auto [endpoint_host, port] = SplitEndpoint(setup->endpoint);
+      // (A port already taken is the usual case for every launcher but the first.)
+      if (IsLocalAddress(endpoint_host) && PortIsFree("0.0.0.0", port)) {
+        try {
+          auto zero = std::make_unique<CoordinatorHost>(options, *setup, host);
+          zero->Listen();
+          setup->role = NodeRoleKind::kCoordinatorHost;
+          return zero;
+        } catch (const UsageError&) {
+          // Another launcher listens on the endpoint already: it is node 0, this one joins.
+        }
+      }
+      setup->role = NodeRoleKind::kJoiningNode;
+      return std::make_unique<JoiningNode>(options, *setup, host);
+    }
   }
   throw Error(ErrorKind::kInternal, "unknown node role");
 }

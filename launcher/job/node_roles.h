@@ -2,6 +2,7 @@
 // a node joining it. The job agent runs the attempts; the role does what differs between nodes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,7 +22,7 @@ struct AttemptReport {
 };
 
 // The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,
-// Explain and, before a restart, Reset; Close after the last.
+// Explain and Next; Close after the last.
 class NodeRole {
  public:
   virtual ~NodeRole() = default;
@@ -29,9 +30,10 @@ class NodeRole {
   // Before the run directory exists: the job's identity. Node 0 starts its coordinator here; a
   // joining node blocks until node 0 lets it in (at most --rdzv-timeout). Throws UsageError.
   virtual JobIdentity Prepare() = 0;
-  // The run directory exists and `supervisor` will run the attempts. Blocks for the node
-  // rendezvous on node 0 of several; false (the reason printed) when the job cannot start.
-  virtual bool Open(const JobPlan& plan, Supervisor* supervisor) = 0;
+  // The run directory exists and `supervisor` will run the attempts. Blocks for the first node
+  // rendezvous on node 0 of several and sets `plan`'s membership from it; false (the reason
+  // printed) when the job cannot start.
+  virtual bool Open(JobPlan* plan, Supervisor* supervisor) = 0;
   // On the supervisor's loop every tick while an attempt runs; must not block for long.
   virtual void OnTick() = 0;
   // The first error rank `rank` reported in this attempt, "" for none.
@@ -43,14 +45,22 @@ class NodeRole {
   virtual void Conclude(AttemptReport* report, SummaryInfo* summary) = 0;
   // After summary.json was written: the failure's picture across ranks, where this node has it.
   virtual void Explain(const AttemptReport& report) = 0;
-  // Before a restart: forget the attempt.
-  virtual void Reset() = 0;
+  // After the attempt's summary: whether another attempt follows (node 0 decides, by the plan's
+  // rules; a joining node asks it). If so, `put_away` has moved the attempt's files aside
+  // before the next node rendezvous, `plan` holds the new membership and `how` says "restart"
+  // or "rejoin". Blocks for that rendezvous. May change `report`: a joining node takes the
+  // job's verdict from node 0, a rendezvous that fails ends the job.
+  virtual bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
+                    const std::function<void()>& put_away) = 0;
   // After the last attempt. Blocks at most a few seconds.
   virtual void Close(const AttemptReport& last) = 0;
 };
 
-// The role `setup` names. Checks --master-port on node 0; throws UsageError.
-std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, const NodeSetup& setup,
+// The role `setup` names. Without a node rank (kElected) the first launcher to listen on the
+// rendezvous endpoint hosts the coordinator as node 0 and the others join it, as torchrun's c10d
+// backend does; `setup->role` becomes the role taken. Checks --master-port on node 0; throws
+// UsageError.
+std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, NodeSetup* setup,
                                        const std::string& host);
 
 }  // namespace dlaunch::launcher

@@ -110,6 +110,7 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
   s.updated_unix_ms = core::UnixMillis();
   s.error = info.error;
   s.truncated_logs = info.truncated_logs;
+  s.attempts = info.attempts;
   for (const auto& r : ranks) {
     rundir::SummaryRank& rank = s.ranks.emplace_back();
     rank.rank = r.rank;

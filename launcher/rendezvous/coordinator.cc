@@ -15,6 +15,15 @@ namespace dlaunch::launcher {
 
 namespace {
 
+RoundConfig RoundsOf(const CoordinatorConfig& c) {
+  RoundConfig r;
+  r.max_nodes = c.nnodes;
+  r.min_nodes = c.min_nodes > 0 ? c.min_nodes : c.nnodes;
+  r.join_timeout = c.join_timeout.count() > 0 ? c.join_timeout : c.rdzv_timeout;
+  r.last_call_timeout = c.last_call_timeout;
+  return r;
+}
+
 std::string JoinRanks(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
@@ -27,7 +36,9 @@ CoordinatorHandler::CoordinatorHandler(CoordinatorConfig config)
     : config_(std::move(config)),
       attempt_start_(std::chrono::steady_clock::now()),
       store_(core::MakeMemoryStore()),
-      nodes_(config_.nnodes, config_.node_heartbeat_timeout) {}
+      nodes_(config_.nnodes, config_.node_heartbeat_timeout),
+      rounds_(RoundsOf(config_), core::UnixMillis()),
+      world_size_(config_.world_size) {}
 
 bool CoordinatorHandler::Authorize(const std::string& token, const std::string& peer,
                                    const char* method) {
@@ -39,10 +50,10 @@ bool CoordinatorHandler::Authorize(const std::string& token, const std::string& 
 
 v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (req.rank() < 0 || req.rank() >= config_.world_size) {
+  if (req.rank() < 0 || req.rank() >= world_size_) {
     throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(req.rank()) +
                                                  " is outside the world of " +
-                                                 std::to_string(config_.world_size));
+                                                 std::to_string(world_size_));
   }
   registered_[req.rank()] = req;
   ranks_[req.rank()].rank = req.rank();
@@ -50,10 +61,10 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   registered_cv_.notify_all();
   const auto deadline = attempt_start_ + config_.rdzv_timeout;
   const bool complete = registered_cv_.wait_until(
-      lock, deadline, [&] { return static_cast<int>(registered_.size()) >= config_.world_size; });
+      lock, deadline, [&] { return static_cast<int>(registered_.size()) >= world_size_; });
   if (!complete) {
     std::vector<int> absent;
-    for (int r = 0; r < config_.world_size; ++r)
+    for (int r = 0; r < world_size_; ++r)
       if (!registered_.count(r)) absent.push_back(r);
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(config_.rdzv_timeout);
     std::string message = "rendezvous timed out after " + std::to_string(secs.count()) +
@@ -67,7 +78,7 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   }
   v1::RegisterResponse resp;
   resp.set_rank(req.rank());
-  resp.set_world_size(config_.world_size);
+  resp.set_world_size(world_size_);
   resp.set_local_world_size(config_.nproc_per_node);
   resp.set_local_rank(req.rank() % config_.nproc_per_node);
   resp.set_run_id(config_.run_id);
@@ -75,21 +86,26 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   return resp;
 }
 
-void CoordinatorHandler::AddLocalNode(const std::string& host, const std::string& doctor_json) {
-  std::lock_guard<std::mutex> lock(mu_);
-  nodes_.Join(0, host, doctor_json, core::UnixMillis());
-  nodes_cv_.notify_all();
-}
-
-std::vector<int> CoordinatorHandler::WaitForNodes() {
+CoordinatorHandler::Round CoordinatorHandler::JoinRound(const std::string& host,
+                                                        const std::string& doctor_json,
+                                                        int restart_count,
+                                                        const std::string& attempt_folder) {
   std::unique_lock<std::mutex> lock(mu_);
-  nodes_cv_.wait_until(lock, attempt_start_ + config_.rdzv_timeout,
-                       [&] { return nodes_.AllJoined(); });
-  return nodes_.Absent();
+  restart_count_ = restart_count;
+  attempt_folder_ = attempt_folder;
+  Round round;
+  try {
+    WaitInRound(lock, RoundMember{0, host, doctor_json, 0}, rounds_.round());
+    round.nnodes = static_cast<int>(rounds_.members().size());
+  } catch (const Error& e) {
+    round.error = e.what();
+  }
+  round.attempt = rounds_.round();
+  return round;
 }
 
 v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
-  if (req.node_rank() <= 0 || req.node_rank() >= config_.nnodes) {
+  if (req.node_rank() == 0 || req.node_rank() >= config_.nnodes) {
     throw Error(ErrorKind::kInvalidArgument, "node rank " + std::to_string(req.node_rank()) +
                                                  " is not an agent of a job of " +
                                                  std::to_string(config_.nnodes) + " nodes");
@@ -100,48 +116,182 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
                     std::to_string(req.nproc()) + " but node 0 runs " +
                     std::to_string(config_.nproc_per_node) + " per node");
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    nodes_.Join(req.node_rank(), req.host(), req.doctor_json(), core::UnixMillis());
-    nodes_cv_.notify_all();
-  }
-  std::vector<int> absent = WaitForNodes();
-  if (!absent.empty()) {
-    throw Error(ErrorKind::kTimeout, "node rendezvous timed out: node" +
-                                         std::string(absent.size() > 1 ? "s " : " ") +
-                                         JoinRanks(absent) + " never joined");
+  std::unique_lock<std::mutex> lock(mu_);
+  int member_id = req.member_id();
+  if (member_id <= 0) {
+    member_id = rounds_.NewMemberId();
+  } else if (member_id >= rounds_.NewMemberId()) {
+    // (An id handed out just now is never used: ids only identify nodes.)
+    throw Error(ErrorKind::kInvalidArgument,
+                "member id " + std::to_string(member_id) + " was never given to a node");
   }
   v1::NodeResponse resp;
   resp.set_run_id(config_.run_id);
-  resp.set_world_size(config_.world_size);
-  resp.set_nnodes(config_.nnodes);
+  resp.set_member_id(member_id);
   resp.set_master_addr(config_.master_addr);
   resp.set_master_port(config_.master_port);
+  auto rank = WaitInRound(lock,
+                          RoundMember{member_id, req.host(), req.doctor_json(),
+                                      req.node_rank() > 0 ? req.node_rank() : -1},
+                          req.attempt());
+  if (!rank) {
+    resp.set_finished(true);
+    resp.set_exit_code(finished_->first);
+    resp.set_reason(finished_->second);
+    answered_.insert(member_id);
+    nodes_cv_.notify_all();
+    return resp;
+  }
+  resp.set_node_rank(*rank);
+  resp.set_nnodes(static_cast<int>(rounds_.members().size()));
+  resp.set_world_size(world_size_);
+  resp.set_attempt(rounds_.round());
+  resp.set_restart_count(restart_count_);
+  resp.set_attempt_folder(attempt_folder_);
   return resp;
+}
+
+std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>& lock,
+                                                   const RoundMember& member, int attempt) {
+  const int64_t give_up = core::UnixMillis() + rounds_.config().join_timeout.count();
+  bool told_waiting = false;
+  for (;;) {
+    if (finished_ || !round_failure_.empty()) waiting_.erase(member.member_id);
+    if (finished_) return std::nullopt;
+    if (!round_failure_.empty()) throw Error(ErrorKind::kTimeout, round_failure_);
+    const int64_t now = core::UnixMillis();
+    if (!rounds_.forming()) {
+      if (auto rank = rounds_.RankOf(member.member_id); rank && rounds_.round() >= attempt) {
+        return rank;
+      }
+      // This attempt runs without it: it is in the next round as soon as that opens.
+      waiting_[member.member_id] = member;
+      if (!rounds_.RankOf(member.member_id) && !told_waiting) {
+        std::cerr << "dlaunch: a node on " << member.host << " waits to join the next attempt"
+                  << std::endl;
+        told_waiting = true;
+      }
+    } else {
+      waiting_.erase(member.member_id);
+      if (!rounds_.Joined(member.member_id)) {
+        const std::string refused = rounds_.Join(member, now);
+        if (!refused.empty()) throw Error(ErrorKind::kInvalidArgument, refused);
+        nodes_cv_.notify_all();
+      }
+      if (rounds_.ReadyToClose(now, ConnectedMembers())) {
+        CloseRound();
+        continue;
+      }
+      if (std::string failure = rounds_.Failure(now); !failure.empty()) {
+        round_failure_ = failure;
+        nodes_cv_.notify_all();
+        continue;
+      }
+    }
+    if (now >= give_up) {
+      waiting_.erase(member.member_id);
+      throw Error(ErrorKind::kTimeout,
+                  "no node rendezvous round took this node within " +
+                      std::to_string(rounds_.config().join_timeout.count() / 1000) + " s");
+    }
+    int64_t until = give_up;
+    if (rounds_.forming()) until = std::min(until, rounds_.NextDeadline());
+    nodes_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(until - now, 1)));
+  }
+}
+
+void CoordinatorHandler::CloseRound() {
+  rounds_.Close();
+  const auto& members = rounds_.members();
+  world_size_ = config_.nproc_per_node * static_cast<int>(members.size());
+  nodes_ = NodeRoster(static_cast<int>(members.size()), config_.node_heartbeat_timeout);
+  const int64_t now = core::UnixMillis();
+  for (size_t rank = 0; rank < members.size(); ++rank) {
+    const RoundMember& m = members[rank];
+    nodes_.Join(static_cast<int>(rank), m.host, m.doctor_json, now);
+    if (connected_.count(m.member_id)) nodes_.OnStreamOpened(static_cast<int>(rank));
+  }
+  // The ranks' rendezvous deadline counts from the attempt's start, not the round's wait.
+  attempt_start_ = std::chrono::steady_clock::now();
+  nodes_cv_.notify_all();
+}
+
+std::set<int> CoordinatorHandler::ConnectedMembers() const {
+  std::set<int> connected;
+  for (const auto& m : rounds_.members())
+    if (m.member_id != 0 && connected_.count(m.member_id)) connected.insert(m.member_id);
+  return connected;
+}
+
+void CoordinatorHandler::OpenRound() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = core::UnixMillis();
+  rounds_.Open(now);
+  // Those waiting for it are in before node 0 joins, so the round does not close without them.
+  for (const auto& [id, member] : waiting_) rounds_.Join(member, now);
+  waiting_.clear();
+  nodes_cv_.notify_all();
+}
+
+void CoordinatorHandler::Finish(int exit_code, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = {exit_code, reason};
+  nodes_cv_.notify_all();
+}
+
+void CoordinatorHandler::WaitForNodesToLeave(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  nodes_cv_.wait_for(lock, timeout, [&] {
+    for (const auto& m : rounds_.members()) {
+      if (m.member_id != 0 && connected_.count(m.member_id) && !answered_.count(m.member_id)) {
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+std::vector<int> CoordinatorHandler::LostNodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> lost;
+  for (const auto& n : nodes_.Nodes())
+    if (n.lost) lost.push_back(n.node_rank);
+  return lost;
 }
 
 void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!AcceptsNodeNotice(status.node_rank(), config_, nodes_)) return;
-  auto fault = nodes_.OnStatus(status, core::UnixMillis());
+  // Only what a node says about the attempt that runs counts; between attempts it only lives.
+  auto rank = rounds_.RankOf(status.member_id());
+  if (!rank || rounds_.forming()) return;
+  if (status.attempt() != rounds_.round()) {
+    nodes_.Heard(*rank, core::UnixMillis());  // alive, on its way into the attempt
+    return;
+  }
+  v1::NodeStatus mine = status;
+  mine.set_node_rank(*rank);
+  auto fault = nodes_.OnStatus(mine, core::UnixMillis());
   nodes_cv_.notify_all();
   Notify(lock, fault ? std::vector<NodeFault>{*fault} : std::vector<NodeFault>{});
 }
 
-void CoordinatorHandler::OnNodeStreamOpened(int node,
+void CoordinatorHandler::OnNodeStreamOpened(int member_id,
                                             std::function<bool(const v1::Command&)> send) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!AcceptsNodeNotice(node, config_, nodes_)) return;
-  node_senders_[node] = std::move(send);
-  nodes_.OnStreamOpened(node);
+  node_senders_[member_id] = std::move(send);
+  connected_.insert(member_id);
+  if (auto rank = rounds_.RankOf(member_id)) nodes_.OnStreamOpened(*rank);
 }
 
-void CoordinatorHandler::OnNodeStreamClosed(int node) {
+void CoordinatorHandler::OnNodeStreamClosed(int member_id) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!AcceptsNodeNotice(node, config_, nodes_)) return;
-  node_senders_.erase(node);
-  auto fault = nodes_.OnStreamClosed(node);
-  nodes_cv_.notify_all();
+  node_senders_.erase(member_id);
+  connected_.erase(member_id);
+  std::optional<NodeFault> fault;
+  if (auto rank = rounds_.RankOf(member_id); rank && !rounds_.forming() && !finished_) {
+    fault = nodes_.OnStreamClosed(*rank);
+  }
+  nodes_cv_.notify_all();  // a forming round may have nobody left to wait for
   Notify(lock, fault ? std::vector<NodeFault>{*fault} : std::vector<NodeFault>{});
 }
 
@@ -188,18 +338,28 @@ std::vector<NodeView> CoordinatorHandler::Nodes() const {
   return nodes_.Nodes();
 }
 
+JobShape CoordinatorHandler::ShapeLocked() const {
+  const int per_node = config_.nproc_per_node;
+  return JobShape{world_size_, per_node, per_node > 0 ? world_size_ / per_node : 1};
+}
+
+JobShape CoordinatorHandler::Shape() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ShapeLocked();
+}
+
 void CoordinatorHandler::WriteFileChunk(const v1::FileChunk& chunk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    CheckFileChunk(chunk, config_, nodes_);
+    CheckFileChunk(chunk, ShapeLocked(), nodes_);
   }
   std::lock_guard<std::mutex> lock(files_mu_);
   WritePushedChunk(chunk, config_.run_dir);
 }
 
 void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
-  if (!RankInWorld(status.rank(), config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!RankInWorld(status.rank(), ShapeLocked())) return;
   RankView& view = ranks_[status.rank()];
   const int64_t now = core::UnixMillis();
   if (!view.status || view.status->step() != status.step() ||
@@ -224,22 +384,22 @@ bool CoordinatorHandler::WaitForStatus(int rank,
 }
 
 void CoordinatorHandler::OnStreamOpened(int rank, std::function<bool(const v1::Command&)> send) {
-  if (!RankInWorld(rank, config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!RankInWorld(rank, ShapeLocked())) return;
   senders_[rank] = std::move(send);
   ranks_[rank].rank = rank;
   ranks_[rank].streaming = true;
 }
 
 void CoordinatorHandler::OnStreamClosed(int rank) {
-  if (!RankInWorld(rank, config_)) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!RankInWorld(rank, ShapeLocked())) return;
   senders_.erase(rank);
   ranks_[rank].streaming = false;
 }
 
 void CoordinatorHandler::OnEvent(const v1::Event& event) {
-  CheckRankInWorld(event.rank(), config_, "event");
+  CheckRankInWorld(event.rank(), Shape(), "event");
   CoordinatorListener* listener;
   {
     std::lock_guard<std::mutex> lock(mu_);

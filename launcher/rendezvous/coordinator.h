@@ -18,6 +18,7 @@
 #include "core/store.h"
 #include "dlaunch.pb.h"
 #include "launcher/rendezvous/node_roster.h"
+#include "launcher/rendezvous/node_rounds.h"
 
 namespace grpc {
 class Server;
@@ -28,8 +29,11 @@ namespace dlaunch::launcher {
 struct CoordinatorConfig {
   int world_size = 1;
   int nproc_per_node = 1;
-  int nnodes = 1;
-  std::string master_addr;  // given to every node's ranks
+  int nnodes = 1;                                  // MAX of --nnodes MIN:MAX
+  int min_nodes = 0;                               // MIN; 0: nnodes
+  std::chrono::milliseconds join_timeout{0};       // the node rendezvous; 0: rdzv_timeout
+  std::chrono::milliseconds last_call_timeout{0};  // MIN joined: how long to wait for more
+  std::string master_addr;                         // given to every node's ranks
   int master_port = 0;
   std::string token;
   std::string run_id;
@@ -60,6 +64,8 @@ struct RankView {
   int64_t last_heartbeat_unix_ms = 0;
   int64_t last_progress_unix_ms = 0;  // last time step or completed seq moved
 };
+
+struct JobShape;  // launcher/rendezvous/request_checks.h
 
 class CoordinatorHandler {
  public:
@@ -95,25 +101,42 @@ class CoordinatorHandler {
 
   const CoordinatorConfig& config() const { return config_; }
 
-  // ---- multi-node
-  // Node 0 adds itself; does not block.
-  void AddLocalNode(const std::string& host, const std::string& doctor_json);
-  // Blocks until every node joined or the rendezvous deadline; then throws Error(kTimeout)
-  // naming the absent nodes.
+  // ---- multi-node: one node rendezvous round per attempt (node_rounds.h)
+  // What a round gave node 0: its node count, or why it failed.
+  struct Round {
+    int attempt = 0;
+    int nnodes = 0;
+    std::string error;  // "" when the round closed
+  };
+  // Node 0 joins the forming round, which starts attempt `round()` with `restart_count` and
+  // whose rank folders go to `attempt_folder` once it is over. Blocks until the round closes
+  // (or fails: the join timeout passed with fewer than MIN nodes).
+  Round JoinRound(const std::string& host, const std::string& doctor_json, int restart_count,
+                  const std::string& attempt_folder);
+  // A node agent joins a round the same way, or waits for the next one when this attempt runs
+  // already; answers "finished" once the job ended. Throws Error(kTimeout) when no round took
+  // it within the join timeout, Error(kInvalidArgument) for a request that does not fit.
   v1::NodeResponse RegisterNode(const v1::NodeRequest& req);
-  // Blocks like RegisterNode, for node 0's launcher; returns the absent node ranks.
-  std::vector<int> WaitForNodes();
+  // After an attempt that another follows: the next round is open for joining. Does not block.
+  void OpenRound();
+  // The job ended with `exit_code`: every node waiting for a round gets this verdict.
+  void Finish(int exit_code, const std::string& reason);
+  // After Finish: blocks until every node of the last round took the verdict or went away, at
+  // most `timeout`.
+  void WaitForNodesToLeave(std::chrono::milliseconds timeout);
   // Do not block. A node that fails or is lost goes to the listener's OnNodeFault.
   void OnNodeStatus(const v1::NodeStatus& status);
-  void OnNodeStreamOpened(int node, std::function<bool(const v1::Command&)> send);
-  void OnNodeStreamClosed(int node);
+  void OnNodeStreamOpened(int member_id, std::function<bool(const v1::Command&)> send);
+  void OnNodeStreamClosed(int member_id);
   // Does not block: tells the listener of nodes silent past node_heartbeat_timeout.
   void CheckNodes();
   int BroadcastToNodes(const v1::Command& command);
-  // Blocks until every agent node said it is done; returns the first node that failed or was
-  // lost meanwhile, nullopt when all succeeded.
+  // Blocks until every agent node of the attempt said it is done; returns the first node that
+  // failed or was lost meanwhile, nullopt when all succeeded.
   std::optional<NodeFault> WaitForNodesDone();
   std::vector<NodeView> Nodes() const;
+  // The node ranks of the attempt lost so far (their stream ended, or they fell silent).
+  std::vector<int> LostNodes() const;
   // Writes an agent's chunk into <run_dir>/rank<R>/<name>. Throws Error(kInvalidArgument) for a
   // rank outside the world or a name that leaves the rank's folder.
   void WriteFileChunk(const v1::FileChunk& chunk);
@@ -124,8 +147,20 @@ class CoordinatorHandler {
   int SendToAll(Senders CoordinatorHandler::*which, const v1::Command& command);
   // Unlocks `lock`, then tells the listener of `faults`.
   void Notify(std::unique_lock<std::mutex>& lock, const std::vector<NodeFault>& faults);
+  // Under mu_: joins `member` to the forming round (or waits for the next one) until a round
+  // with it closed; its node rank, or nullopt when the job finished. Throws like RegisterNode.
+  std::optional<int> WaitInRound(std::unique_lock<std::mutex>& lock, const RoundMember& member,
+                                 int attempt);
+  // Under mu_: the forming round closes; the attempt's world and roster follow from it.
+  void CloseRound();
+  // Under mu_: the last round's members still connected (they are awaited in the next round).
+  std::set<int> ConnectedMembers() const;
 
   CoordinatorConfig config_;
+  // The world of the attempt that runs, for the request checks; ShapeLocked with mu_ held.
+  JobShape Shape() const;
+  JobShape ShapeLocked() const;
+
   mutable std::mutex mu_;
   std::condition_variable registered_cv_;
   std::condition_variable status_cv_;
@@ -137,8 +172,17 @@ class CoordinatorHandler {
   CoordinatorListener* listener_ = nullptr;
   bool rdzv_failure_reported_ = false;
   std::condition_variable nodes_cv_;
-  NodeRoster nodes_;
-  Senders node_senders_;
+  NodeRoster nodes_;  // the attempt's nodes, by node rank
+  NodeRounds rounds_;
+  int world_size_ = 0;     // of the attempt
+  int restart_count_ = 0;  // of the forming or running round
+  std::string attempt_folder_;
+  std::string round_failure_;
+  std::optional<std::pair<int, std::string>> finished_;  // the job's exit code and reason
+  std::set<int> connected_;                              // member ids with a node stream open
+  std::set<int> answered_;                               // member ids told the job finished
+  std::map<int, RoundMember> waiting_;                   // nodes waiting for the next round to open
+  Senders node_senders_;                                 // by member id
   std::mutex files_mu_;
 };
 

@@ -68,10 +68,10 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
                           grpc::ServerReaderWriter<v1::Command, v1::NodeStatus>* stream) override {
     if (!Authorized(ctx, "NodeStream")) return Refused();
     return ServeStream(
-        stream, [](const v1::NodeStatus& s) { return s.node_rank(); },
-        [this](int node, auto send) { handler_->OnNodeStreamOpened(node, std::move(send)); },
+        stream, [](const v1::NodeStatus& s) { return s.member_id(); },
+        [this](int member, auto send) { handler_->OnNodeStreamOpened(member, std::move(send)); },
         [this](const v1::NodeStatus& s) { handler_->OnNodeStatus(s); },
-        [this](int node) { handler_->OnNodeStreamClosed(node); });
+        [this](int member) { handler_->OnNodeStreamClosed(member); });
   }
 
   grpc::Status PushFile(grpc::ServerContext* ctx, const v1::FileChunk* chunk,

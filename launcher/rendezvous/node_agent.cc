@@ -40,7 +40,7 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
 }
 
 void NodeAgent::Start(std::function<v1::NodeStatus()> status, std::chrono::milliseconds interval,
-                      std::function<void(const std::string&)> on_abort) {
+                      AbortHandler on_abort) {
   status_ = std::move(status);
   interval_ = interval;
   on_abort_ = std::move(on_abort);
@@ -52,13 +52,11 @@ void NodeAgent::StreamLoop() {
   ctx_ = client_->NewContext(std::chrono::hours(24 * 365));
   auto stream = client_->stub().NodeStream(ctx_.get());
   lock.unlock();
-  bool aborted = false;
   std::thread reader([&] {
     v1::Command cmd;
     while (stream->Read(&cmd)) {
       if (cmd.kind() == v1::Command::ABORT) {
-        aborted = true;
-        on_abort_("aborted by node 0: " + cmd.reason());
+        on_abort_("aborted by node 0: " + cmd.reason(), cmd.attempt());
       }
     }
   });
@@ -72,7 +70,8 @@ void NodeAgent::StreamLoop() {
       lost = true;
       break;
     }
-    cv_.wait_for(lock, interval_, [&] { return finishing_; });
+    cv_.wait_for(lock, interval_, [&] { return finishing_ || wake_; });
+    wake_ = false;
   }
   if (final_ && !lost) {
     lock.unlock();
@@ -81,13 +80,17 @@ void NodeAgent::StreamLoop() {
     lock.lock();
   }
   lock.unlock();
-  if (lost) {
-    reader.join();
-    if (!aborted) on_abort_("lost node 0's coordinator");
-  } else {
-    reader.join();  // the coordinator ends the stream once it has our final status
-  }
+  reader.join();  // when not lost, the coordinator ends the stream once it has our final status
+  if (lost) on_abort_("lost node 0's coordinator", -1);
   stream->Finish();
+}
+
+void NodeAgent::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
 }
 
 void NodeAgent::Finish(const v1::NodeStatus& final_status) {

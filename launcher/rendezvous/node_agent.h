@@ -23,13 +23,20 @@ class NodeAgent {
   NodeAgent(std::shared_ptr<core::CoordinatorClient> client, int node_rank);
   ~NodeAgent();
 
-  // Blocks until every node joined, at most `timeout`; throws Error naming absent nodes.
+  // Joins a node rendezvous round: blocks until it closed (or the job finished), at most
+  // `timeout`; throws Error naming why not.
   v1::NodeResponse Join(const v1::NodeRequest& request, std::chrono::milliseconds timeout);
 
-  // Opens the node stream: `status` is sampled every `interval`; `on_abort` runs (on the
-  // stream's thread) when node 0 sends ABORT or the coordinator is lost. Does not block.
+  // Opens the node stream: `status` is sampled every `interval` (and at Wake); `on_abort` runs
+  // (on the stream's thread) when node 0 sends ABORT for an attempt, or with attempt -1 when the
+  // coordinator is lost. Does not block.
+  using AbortHandler = std::function<void(const std::string& reason, int attempt)>;
   void Start(std::function<v1::NodeStatus()> status, std::chrono::milliseconds interval,
-             std::function<void(const std::string& reason)> on_abort);
+             AbortHandler on_abort);
+  // Sends the status now instead of at the next interval. Does not block.
+  void Wake();
+  // The next PushFiles sends every file whole: the rank folders were put away for an attempt.
+  void ForgetSentFiles() { sent_.clear(); }
 
   // Sends what the files in each rank folder gained since the last call (a replaced file is
   // sent whole). Blocks for the RPCs, each at most 5 s.
@@ -44,7 +51,8 @@ class NodeAgent {
   std::shared_ptr<core::CoordinatorClient> client_;
   int node_rank_;
   std::function<v1::NodeStatus()> status_;
-  std::function<void(const std::string&)> on_abort_;
+  AbortHandler on_abort_;
+  bool wake_ = false;
   std::chrono::milliseconds interval_{1000};
   std::mutex mu_;
   std::condition_variable cv_;

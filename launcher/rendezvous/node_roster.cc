@@ -46,6 +46,10 @@ std::optional<NodeFault> NodeRoster::OnStatus(const v1::NodeStatus& status, int6
   return Decide(n, *FaultOf(n, now));
 }
 
+void NodeRoster::Heard(int node_rank, int64_t now) {
+  if (auto it = nodes_.find(node_rank); it != nodes_.end()) it->second.last_heartbeat_unix_ms = now;
+}
+
 void NodeRoster::OnStreamOpened(int node_rank) {
   NodeView& n = nodes_[node_rank];
   n.node_rank = node_rank;

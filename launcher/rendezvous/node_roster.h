@@ -50,6 +50,8 @@ class NodeRoster {
 
   // Each returns the node's fault when this message makes it one, once per node.
   std::optional<NodeFault> OnStatus(const v1::NodeStatus& status, int64_t now);
+  // A sign of life that says nothing about the attempt.
+  void Heard(int node_rank, int64_t now);
   void OnStreamOpened(int node_rank);
   std::optional<NodeFault> OnStreamClosed(int node_rank);
   // Nodes silent for longer than the heartbeat timeout, newly so.

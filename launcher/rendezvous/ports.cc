@@ -1,6 +1,7 @@
 #include "launcher/rendezvous/ports.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,6 +41,24 @@ int PickFreePort(const std::string& host) {
                 std::string("cannot find a free port: ") + std::strerror(errno));
   }
   return ntohs(addr.sin_port);
+}
+
+bool IsLocalAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  // Binding fails with EADDRNOTAVAIL for an address of another machine.
+  for (addrinfo* a = found; a && !local; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    local = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local;
 }
 
 }  // namespace dlaunch::launcher

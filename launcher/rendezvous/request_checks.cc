@@ -30,27 +30,27 @@ struct Fd {
 
 }  // namespace
 
-bool RankInWorld(int rank, const CoordinatorConfig& config) {
-  return rank >= 0 && rank < config.world_size;
+bool RankInWorld(int rank, const JobShape& shape) {
+  return rank >= 0 && rank < shape.world_size;
 }
 
-void CheckRankInWorld(int rank, const CoordinatorConfig& config, const char* what) {
-  if (!RankInWorld(rank, config)) {
+void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
+  if (!RankInWorld(rank, shape)) {
     Refuse(std::string(what) + " for rank " + std::to_string(rank) + " outside the world of " +
-           std::to_string(config.world_size));
+           std::to_string(shape.world_size));
   }
 }
 
-bool AcceptsNodeNotice(int node_rank, const CoordinatorConfig& config, const NodeRoster& roster) {
-  return config.nnodes > 1 && node_rank > 0 && node_rank < config.nnodes &&
+bool AcceptsNodeNotice(int node_rank, const JobShape& shape, const NodeRoster& roster) {
+  return shape.nnodes > 1 && node_rank > 0 && node_rank < shape.nnodes &&
          Joined(node_rank, roster);
 }
 
-void CheckFileChunk(const v1::FileChunk& chunk, const CoordinatorConfig& config,
+void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape,
                     const NodeRoster& roster) {
-  CheckRankInWorld(chunk.rank(), config, "file");
-  const int node = config.nproc_per_node > 0 ? chunk.rank() / config.nproc_per_node : -1;
-  if (!AcceptsNodeNotice(node, config, roster)) {
+  CheckRankInWorld(chunk.rank(), shape, "file");
+  const int node = shape.nproc_per_node > 0 ? chunk.rank() / shape.nproc_per_node : -1;
+  if (!AcceptsNodeNotice(node, shape, roster)) {
     Refuse("file for rank " + std::to_string(chunk.rank()) +
            ": only a registered agent node pushes its own ranks' files");
   }

@@ -22,7 +22,10 @@ JobPlan Plan(LaunchOptions o, NodeRoleKind role = NodeRoleKind::kSingleNode,
   NodeSetup setup;
   setup.role = role;
   setup.token = "0123456789abcdef";
-  JobIdentity id{"run", "10.0.0.1", 29500, "10.0.0.1:29400"};
+  Membership first;
+  first.node_rank = o.node_rank;
+  first.nnodes = o.nnodes;
+  JobIdentity id{"run", "10.0.0.1", 29500, "10.0.0.1:29400", first};
   return JobPlan(std::move(o), setup, id, {"/bin/prog", "arg"}, std::move(env));
 }
 
