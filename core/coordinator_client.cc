@@ -112,9 +112,9 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
       throw UsageError("TLS needs all of --tls-cert, --tls-key and --tls-ca");
     }
     grpc::SslCredentialsOptions opts;
-    opts.pem_root_certs = ReadWholeFile(tls.ca, "--tls-ca");
-    opts.pem_private_key = ReadWholeFile(tls.key, "--tls-key");
-    opts.pem_cert_chain = ReadWholeFile(tls.cert, "--tls-cert");
+    opts.pem_root_certs = base::ReadWholeFile(tls.ca, "--tls-ca");
+    opts.pem_private_key = base::ReadWholeFile(tls.key, "--tls-key");
+    opts.pem_cert_chain = base::ReadWholeFile(tls.cert, "--tls-cert");
     creds = grpc::SslCredentials(opts);
   }
   channel_ = grpc::CreateCustomChannel(address, creds, args);

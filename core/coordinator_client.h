@@ -22,8 +22,6 @@ struct TlsFiles {
   static TlsFiles FromEnv();
 };
 
-using base::ReadWholeFile;  // the name launcher code knows it by
-
 class CoordinatorClient {
  public:
   // Does not block: the channel connects lazily. Throws UsageError for incomplete TLS material.

@@ -89,7 +89,7 @@ class LocalRuntime : public Runtime {
     std::lock_guard<std::mutex> lock(status_mu_);
     Phase before = status_.phase;
     update(status_);
-    if (status_.phase != before) phase_since_ms_ = UnixMillis();
+    if (status_.phase != before) phase_since_ms_ = base::UnixMillis();
   }
 
   RankStatus status() const override {
@@ -109,11 +109,11 @@ class LocalRuntime : public Runtime {
  protected:
   int rank_, world_size_, local_rank_, local_world_size_, restart_count_;
   std::string rank_dir_;
-  EventLog events_;
+  rundir::EventLog events_;
   std::shared_ptr<Store> store_;
   mutable std::mutex status_mu_;
   RankStatus status_;
-  int64_t phase_since_ms_ = UnixMillis();
+  int64_t phase_since_ms_ = base::UnixMillis();
   std::function<void(CommandKind, const std::string&)> command_handler_;
 };
 
@@ -146,7 +146,7 @@ class CoordinatedRuntime : public LocalRuntime {
     event.set_rank(rank_);
     event.set_kind(static_cast<v1::EventKind>(kind));
     event.set_json(json_object);
-    event.set_unix_ms(UnixMillis());
+    event.set_unix_ms(base::UnixMillis());
     try {
       client_->ReportEvent(event, kEventTimeout);
     } catch (const Error&) {
@@ -172,7 +172,7 @@ class CoordinatedRuntime : public LocalRuntime {
     s.set_device_peak_bytes(status_.device_peak_bytes);
     s.set_loss(status_.loss);
     s.set_samples_per_sec(status_.samples_per_sec);
-    s.set_unix_ms(UnixMillis());
+    s.set_unix_ms(base::UnixMillis());
     return s;
   }
 

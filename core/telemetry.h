@@ -13,9 +13,5 @@ namespace dlaunch::core {
 int64_t CurrentRssBytes();
 int64_t PeakRssBytes();
 
-// The names core had before core/base and core/run_dir held them; launcher code still uses them.
-using base::UnixMillis;
-using base::WriteFileAtomically;
-using rundir::EventLog;
 
 }  // namespace dlaunch::core

@@ -47,7 +47,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
 
 void HostedCoordinator::Tick() {
   if (!monitor_) return;
-  if (auto d = monitor_->Poll(core::UnixMillis())) {
+  if (auto d = monitor_->Poll(base::UnixMillis())) {
     hang_diagnosed_ = true;
     std::cerr << FormatDiagnosis(*d) << std::flush;
     // A rank found stopped or silent has had its stacks taken: a SIGTERM and the grace period

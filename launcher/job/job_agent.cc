@@ -142,13 +142,13 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     started.restart_count = m.restart_count;
     started.nnodes = m.nnodes;
     started.world_size = plan_.world_size();
-    started.start_unix_ms = core::UnixMillis();
+    started.start_unix_ms = base::UnixMillis();
     summary.attempts.push_back(started);
     report = Judge(m.attempt, supervisor.Run(specs));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
     AttemptRecord& record = summary.attempts.back();
-    record.end_unix_ms = core::UnixMillis();
+    record.end_unix_ms = base::UnixMillis();
     record.exit_code = report.exit_code;
     record.error = report.error;
     summary.restarts = m.restart_count;

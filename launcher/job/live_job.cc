@@ -34,7 +34,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
   std::vector<RankLiveState> ranks(world_size_);
   // Another node's rank is seen through its heartbeats only; without them (a program that does
   // not use libdlaunch) its output is not seen here, so it must not look silent.
-  const int64_t now = core::UnixMillis();
+  const int64_t now = base::UnixMillis();
   for (int r = 0; r < world_size_; ++r) {
     ranks[r].rank = r;
     ranks[r].last_output_unix_ms = now;

@@ -200,7 +200,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
                : o->node_rank == 0 ? NodeRoleKind::kCoordinatorHost
                                    : NodeRoleKind::kJoiningNode;
   if (!o->token_file.empty()) {
-    setup.token = Trim(core::ReadWholeFile(o->token_file, "--token-file"));
+    setup.token = Trim(base::ReadWholeFile(o->token_file, "--token-file"));
   } else if (const char* t = std::getenv("DLAUNCH_JOB_TOKEN"); t && *t) {
     setup.token = t;
   }

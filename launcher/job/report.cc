@@ -107,7 +107,7 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
   s.host = info.host;
   s.exit_code = info.exit_code;
   s.restarts = info.restarts;
-  s.updated_unix_ms = core::UnixMillis();
+  s.updated_unix_ms = base::UnixMillis();
   s.error = info.error;
   s.truncated_logs = info.truncated_logs;
   s.attempts = info.attempts;

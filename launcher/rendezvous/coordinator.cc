@@ -37,7 +37,7 @@ CoordinatorHandler::CoordinatorHandler(CoordinatorConfig config)
       attempt_start_(std::chrono::steady_clock::now()),
       store_(core::MakeMemoryStore()),
       nodes_(config_.nnodes, config_.node_heartbeat_timeout),
-      rounds_(RoundsOf(config_), core::UnixMillis()),
+      rounds_(RoundsOf(config_), base::UnixMillis()),
       world_size_(config_.world_size) {}
 
 bool CoordinatorHandler::Authorize(const std::string& token, const std::string& peer,
@@ -153,13 +153,13 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
 
 std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>& lock,
                                                    const RoundMember& member, int attempt) {
-  const int64_t give_up = core::UnixMillis() + rounds_.config().join_timeout.count();
+  const int64_t give_up = base::UnixMillis() + rounds_.config().join_timeout.count();
   bool told_waiting = false;
   for (;;) {
     if (finished_ || !round_failure_.empty()) waiting_.erase(member.member_id);
     if (finished_) return std::nullopt;
     if (!round_failure_.empty()) throw Error(ErrorKind::kTimeout, round_failure_);
-    const int64_t now = core::UnixMillis();
+    const int64_t now = base::UnixMillis();
     if (!rounds_.forming()) {
       if (auto rank = rounds_.RankOf(member.member_id); rank && rounds_.round() >= attempt) {
         return rank;
@@ -205,7 +205,7 @@ void CoordinatorHandler::CloseRound() {
   const auto& members = rounds_.members();
   world_size_ = config_.nproc_per_node * static_cast<int>(members.size());
   nodes_ = NodeRoster(static_cast<int>(members.size()), config_.node_heartbeat_timeout);
-  const int64_t now = core::UnixMillis();
+  const int64_t now = base::UnixMillis();
   for (size_t rank = 0; rank < members.size(); ++rank) {
     const RoundMember& m = members[rank];
     nodes_.Join(static_cast<int>(rank), m.host, m.doctor_json, now);
@@ -225,7 +225,7 @@ std::set<int> CoordinatorHandler::ConnectedMembers() const {
 
 void CoordinatorHandler::OpenRound() {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t now = core::UnixMillis();
+  const int64_t now = base::UnixMillis();
   rounds_.Open(now);
   // Those waiting for it are in before node 0 joins, so the round does not close without them.
   for (const auto& [id, member] : waiting_) rounds_.Join(member, now);
@@ -265,12 +265,12 @@ void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
   auto rank = rounds_.RankOf(status.member_id());
   if (!rank || rounds_.forming()) return;
   if (status.attempt() != rounds_.round()) {
-    nodes_.Heard(*rank, core::UnixMillis());  // alive, on its way into the attempt
+    nodes_.Heard(*rank, base::UnixMillis());  // alive, on its way into the attempt
     return;
   }
   v1::NodeStatus mine = status;
   mine.set_node_rank(*rank);
-  auto fault = nodes_.OnStatus(mine, core::UnixMillis());
+  auto fault = nodes_.OnStatus(mine, base::UnixMillis());
   nodes_cv_.notify_all();
   Notify(lock, fault ? std::vector<NodeFault>{*fault} : std::vector<NodeFault>{});
 }
@@ -297,7 +297,7 @@ void CoordinatorHandler::OnNodeStreamClosed(int member_id) {
 
 void CoordinatorHandler::CheckNodes() {
   std::unique_lock<std::mutex> lock(mu_);
-  Notify(lock, nodes_.CheckHeartbeats(core::UnixMillis()));
+  Notify(lock, nodes_.CheckHeartbeats(base::UnixMillis()));
 }
 
 void CoordinatorHandler::Notify(std::unique_lock<std::mutex>& lock,
@@ -326,7 +326,7 @@ int CoordinatorHandler::SendToAll(Senders CoordinatorHandler::*which, const v1::
 std::optional<NodeFault> CoordinatorHandler::WaitForNodesDone() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (auto fault = nodes_.FirstFault(core::UnixMillis())) return fault;
+    if (auto fault = nodes_.FirstFault(base::UnixMillis())) return fault;
     if (nodes_.AllDone()) return std::nullopt;
     // Woken by every status and stream end; the timeout only paces the heartbeat check.
     nodes_cv_.wait_for(lock, std::chrono::milliseconds(250));
@@ -361,7 +361,7 @@ void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!RankInWorld(status.rank(), ShapeLocked())) return;
   RankView& view = ranks_[status.rank()];
-  const int64_t now = core::UnixMillis();
+  const int64_t now = base::UnixMillis();
   if (!view.status || view.status->step() != status.step() ||
       view.status->last_completed_seq() != status.last_completed_seq() ||
       view.status->phase() != status.phase()) {

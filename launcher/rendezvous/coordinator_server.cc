@@ -139,7 +139,7 @@ namespace {
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const core::TlsFiles& tls) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  using core::ReadWholeFile;
+  using base::ReadWholeFile;
   grpc::SslServerCredentialsOptions opts(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   opts.pem_root_certs = ReadWholeFile(tls.ca, "--tls-ca");

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "launcher/supervision/unique_fd.h"
+#include "core/base/unique_fd.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -26,13 +26,13 @@ sockaddr_in Address(const std::string& host, int port) {
 }  // namespace
 
 bool PortIsFree(const std::string& host, int port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr = Address(host, port);
   return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
 int PickFreePort(const std::string& host) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr = Address(host, 0);
   socklen_t len = sizeof(addr);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||

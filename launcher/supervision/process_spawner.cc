@@ -29,8 +29,8 @@ class ForkExecSpawner : public ProcessSpawner {
     for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
 
-    UniqueFd out[2], err[2], status[2];
-    for (UniqueFd* pipe : {out, err, status}) {
+    base::UniqueFd out[2], err[2], status[2];
+    for (base::UniqueFd* pipe : {out, err, status}) {
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) Fail("pipe");
       pipe[0].reset(fds[0]);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/supervision/unique_fd.h"
+#include "core/base/unique_fd.h"
 
 namespace dlaunch::launcher {
 
@@ -24,9 +24,9 @@ struct ProcessSpec {
 
 struct SpawnedProcess {
   pid_t pid = -1;
-  UniqueFd pidfd;      // readable once the process exited
-  UniqueFd stdout_fd;  // read ends of the rank's stdout and stderr pipes, non-blocking
-  UniqueFd stderr_fd;
+  base::UniqueFd pidfd;      // readable once the process exited
+  base::UniqueFd stdout_fd;  // read ends of the rank's stdout and stderr pipes, non-blocking
+  base::UniqueFd stderr_fd;
 };
 
 class ProcessSpawner {

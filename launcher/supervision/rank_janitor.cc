@@ -152,11 +152,11 @@ RankJanitor::RankJanitor() {
   }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return;
-  UniqueFd read_end(fds[0]);
+  base::UniqueFd read_end(fds[0]);
   to_janitor_.reset(fds[1]);
   // Prepared before the fork: the child may not allocate.
   std::vector<pid_t> groups(kMaxGroups, 0);
-  UniqueFd kill_fd, dir_fd, parent_fd;
+  base::UniqueFd kill_fd, dir_fd, parent_fd;
   if (uses_cgroups()) {
     kill_fd.reset(::open((job_cgroup_ + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
     dir_fd.reset(::open(job_cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -191,14 +191,14 @@ std::string RankJanitor::RankCgroup(int rank) const {
   return job_cgroup_ + "/rank" + std::to_string(rank);
 }
 
-UniqueFd RankJanitor::PrepareRank(int rank) {
-  if (!uses_cgroups()) return UniqueFd();
+base::UniqueFd RankJanitor::PrepareRank(int rank) {
+  if (!uses_cgroups()) return base::UniqueFd();
   const std::string dir = RankCgroup(rank);
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return UniqueFd();
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return base::UniqueFd();
   if (std::find(rank_cgroups_.begin(), rank_cgroups_.end(), rank) == rank_cgroups_.end()) {
     rank_cgroups_.push_back(rank);
   }
-  return UniqueFd(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  return base::UniqueFd(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
 }
 
 void RankJanitor::Tell(int32_t word) {

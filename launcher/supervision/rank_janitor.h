@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/supervision/unique_fd.h"
+#include "core/base/unique_fd.h"
 
 namespace dlaunch::launcher {
 
@@ -37,8 +37,8 @@ class RankJanitor {
   const std::string& job_cgroup() const { return job_cgroup_; }
 
   // Before spawning `rank`: an open cgroup.procs of its cgroup, for the child to write "0" to
-  // between fork and exec; an empty UniqueFd without cgroups.
-  UniqueFd PrepareRank(int rank);
+  // between fork and exec; an empty base::UniqueFd without cgroups.
+  base::UniqueFd PrepareRank(int rank);
   // The rank started as the leader of process group `pgid`.
   void RankStarted(pid_t pgid);
   // `rank` (leader of group `pgid`) exited: kills what it left in its cgroup. Does not block.
@@ -49,7 +49,7 @@ class RankJanitor {
   std::string RankCgroup(int index) const;
 
   std::string job_cgroup_;
-  UniqueFd to_janitor_;
+  base::UniqueFd to_janitor_;
   pid_t janitor_ = -1;
   std::vector<int> rank_cgroups_;  // ranks whose cgroup exists
 };

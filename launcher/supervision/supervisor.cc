@@ -58,23 +58,23 @@ void DrainCounter(int fd) {
   (void)!::read(fd, &v, sizeof(v));
 }
 
-UniqueFd OpenLog(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+base::UniqueFd OpenLog(const std::string& path) {
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!fd) {
     throw Error(ErrorKind::kInvalidArgument, "cannot write " + path + ": " + std::strerror(errno));
   }
   return fd;
 }
 
-UniqueFd Checked(int fd, const char* what) {
+base::UniqueFd Checked(int fd, const char* what) {
   if (fd < 0) throw Error(ErrorKind::kInternal, std::string(what) + ": " + std::strerror(errno));
-  return UniqueFd(fd);
+  return base::UniqueFd(fd);
 }
 
 // One output stream of a rank: the pipe it comes from, the log it goes to, its partial line.
 struct Stream {
-  UniqueFd* pipe = nullptr;  // into the rank's SpawnedProcess
-  UniqueFd log;
+  base::UniqueFd* pipe = nullptr;  // into the rank's SpawnedProcess
+  base::UniqueFd log;
   std::string log_name;  // "rank1/stdout.log"
   uint64_t logged = 0;   // bytes in the log
   int log_errno = 0;     // why the log was cut short; 0 while it is whole
@@ -194,8 +194,8 @@ class Supervisor::Attempt {
     r.err.is_err = true;
     r.outcome.rank = spec.rank;
     r.outcome.local_rank = spec.local_rank;
-    r.outcome.start_unix_ms = core::UnixMillis();
-    UniqueFd cgroup = sup_.janitor_->PrepareRank(spec.rank);
+    r.outcome.start_unix_ms = base::UnixMillis();
+    base::UniqueFd cgroup = sup_.janitor_->PrepareRank(spec.rank);
     ProcessSpec process = spec.process;
     process.cgroup_procs_fd = cgroup.get();
     r.proc = sup_.spawner_->Spawn(process);
@@ -204,7 +204,7 @@ class Supervisor::Attempt {
     r.err.pipe = &r.proc.stderr_fd;
     r.outcome.pid = r.proc.pid;
     ++running_;
-    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, core::UnixMillis(), false});
+    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, base::UnixMillis(), false});
     Watch(r.proc.pidfd.get(), Tag(kPid, i));
     Watch(r.proc.stdout_fd.get(), Tag(kOut, i));
     Watch(r.proc.stderr_fd.get(), Tag(kErr, i));
@@ -308,7 +308,7 @@ class Supervisor::Attempt {
     Rank& r = ranks_[i];
     int status = sup_.spawner_->Reap(r.proc.pid);
     r.outcome.exited = true;
-    r.outcome.end_unix_ms = core::UnixMillis();
+    r.outcome.end_unix_ms = base::UnixMillis();
     if (WIFSIGNALED(status)) {
       r.outcome.signal = WTERMSIG(status);
     } else {
@@ -383,7 +383,7 @@ class Supervisor::Attempt {
   }
 
   Supervisor& sup_;
-  UniqueFd ep_, sig_fd_, tick_fd_, grace_fd_;
+  base::UniqueFd ep_, sig_fd_, tick_fd_, grace_fd_;
   std::vector<Rank> ranks_;
   size_t running_ = 0;
   bool tearing_down_ = false;
@@ -456,7 +456,7 @@ void Supervisor::SetLive(size_t index, const LiveRank& live) {
 
 void Supervisor::TouchLive(size_t index) {
   std::lock_guard<std::mutex> lock(live_mu_);
-  live_[index].last_output_unix_ms = core::UnixMillis();
+  live_[index].last_output_unix_ms = base::UnixMillis();
 }
 
 void Supervisor::MarkExited(size_t index) {

@@ -15,7 +15,7 @@
 
 #include "launcher/supervision/process_spawner.h"
 #include "launcher/supervision/rank_janitor.h"
-#include "launcher/supervision/unique_fd.h"
+#include "core/base/unique_fd.h"
 
 namespace dlaunch::launcher {
 
@@ -115,7 +115,7 @@ class Supervisor {
   ProcessSpawner* spawner_;
   SupervisorOptions options_;
   std::unique_ptr<RankJanitor> janitor_;  // from the first Run on
-  UniqueFd stop_fd_;
+  base::UniqueFd stop_fd_;
   std::mutex stop_mu_;
   std::optional<int> stop_code_;
   std::string stop_reason_;

@@ -63,7 +63,7 @@ TEST(RuntimeTest, WorldSizeWithoutCoordinatorIsAnError) {
 TEST(EventLogTest, OneFlushedLinePerEvent) {
   std::string path = ::testing::TempDir() + "/events-" + std::to_string(::getpid()) + ".jsonl";
   {
-    EventLog log(path);
+    rundir::EventLog log(path);
     log.Append(0, "a", nlohmann::json::object());
     // Readable before the log is closed: nothing is buffered in the process.
     std::ifstream in(path);

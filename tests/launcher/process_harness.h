@@ -96,7 +96,7 @@ class Launched {
     if (n <= 0) return false;
     bool progressed = false;
     for (int i = 0; i < 2; ++i) {
-      launcher::UniqueFd& fd = i == 0 ? proc_.stdout_fd : proc_.stderr_fd;
+      base::UniqueFd& fd = i == 0 ? proc_.stdout_fd : proc_.stderr_fd;
       if (!fd || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
       char buf[65536];
       ssize_t r = ::read(fd.get(), buf, sizeof(buf));

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace dlaunch::launcher {
+namespace dlaunch::base {
 
 class UniqueFd {
  public:
@@ -34,4 +34,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace dlaunch::launcher
+}  // namespace dlaunch::base
