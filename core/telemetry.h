@@ -13,5 +13,4 @@ namespace dlaunch::core {
 int64_t CurrentRssBytes();
 int64_t PeakRssBytes();
 
-
 }  // namespace dlaunch::core

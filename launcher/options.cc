@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/node_env.h"
-#include "core/run_dir/paths.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/supervision/supervisor.h"
 

@@ -20,7 +20,7 @@ struct LaunchOptions {
   std::vector<std::string> program;  // argv of each rank (kProgram) or the built-in's arguments
 
   int nproc = 1;
-  bool nproc_given = false;  // on the command line (or PET_NPROC_PER_NODE), so Slurm's is not used
+  bool nproc_given = false;   // on the command line (or PET_NPROC_PER_NODE), so Slurm's is not used
   int nnodes = 1;             // --nnodes N, or MAX of --nnodes MIN:MAX
   int min_nodes = 0;          // MIN of --nnodes MIN:MAX; 0: the same as nnodes
   bool nnodes_given = false;  // on the command line, so the scheduler's variables do not apply

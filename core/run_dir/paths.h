@@ -60,12 +60,12 @@ class RunDir {
   explicit RunDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  std::string summary() const;                           // summary.json, written by the launcher
-  std::string node_summary(int node_rank) const;         // summary.node<N>.json of a joining node
-  std::string preflight() const;                         // preflight.json, rank 0 of `preflight`
-  std::string diagnosis_text() const;                    // diagnosis.txt
-  std::string diagnosis_json() const;                    // diagnosis.json
-  std::string trace() const;                             // trace.json (Chrome trace events)
+  std::string summary() const;                    // summary.json, written by the launcher
+  std::string node_summary(int node_rank) const;  // summary.node<N>.json of a joining node
+  std::string preflight() const;                  // preflight.json, rank 0 of `preflight`
+  std::string diagnosis_text() const;             // diagnosis.txt
+  std::string diagnosis_json() const;             // diagnosis.json
+  std::string trace() const;                      // trace.json (Chrome trace events)
   // .reserve: room the launcher keeps while the job runs, so a disk the logs fill still takes
   // the summary and diagnosis; removed at the end.
   std::string reserve() const;

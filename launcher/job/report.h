@@ -39,7 +39,7 @@ struct SummaryInfo {
   std::string error;            // the root cause or stop reason, one line
   std::vector<NodeView> nodes;  // multi-node, on node 0: every node and its ranks' outcomes
   std::vector<std::string> truncated_logs;  // logs cut short by a full disk
-  std::vector<AttemptRecord> attempts;  // attempt by attempt, when there was a restart
+  std::vector<AttemptRecord> attempts;      // attempt by attempt, when there was a restart
 };
 
 // summary.json as the launcher keeps it from the moment the ranks start: rewritten atomically on

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
 #include "core/base/unique_fd.h"
+#include "core/error.h"
 
 namespace dlaunch::launcher {
 namespace {

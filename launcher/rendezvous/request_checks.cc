@@ -30,9 +30,7 @@ struct Fd {
 
 }  // namespace
 
-bool RankInWorld(int rank, const JobShape& shape) {
-  return rank >= 0 && rank < shape.world_size;
-}
+bool RankInWorld(int rank, const JobShape& shape) { return rank >= 0 && rank < shape.world_size; }
 
 void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
   if (!RankInWorld(rank, shape)) {
@@ -42,12 +40,10 @@ void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
 }
 
 bool AcceptsNodeNotice(int node_rank, const JobShape& shape, const NodeRoster& roster) {
-  return shape.nnodes > 1 && node_rank > 0 && node_rank < shape.nnodes &&
-         Joined(node_rank, roster);
+  return shape.nnodes > 1 && node_rank > 0 && node_rank < shape.nnodes && Joined(node_rank, roster);
 }
 
-void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape,
-                    const NodeRoster& roster) {
+void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, const NodeRoster& roster) {
   CheckRankInWorld(chunk.rank(), shape, "file");
   const int node = shape.nproc_per_node > 0 ? chunk.rank() / shape.nproc_per_node : -1;
   if (!AcceptsNodeNotice(node, shape, roster)) {

@@ -33,8 +33,7 @@ bool AcceptsNodeNotice(int node_rank, const JobShape& shape, const NodeRoster& r
 
 // Throws Error(kInvalidArgument) unless `chunk` is for a rank of a registered agent node, names a
 // plain file and stays within [0, kMaxPushedFileBytes).
-void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape,
-                    const NodeRoster& roster);
+void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, const NodeRoster& roster);
 
 // Writes a checked chunk into <run_dir>/rank<R>/<name>: never through a symbolic link, never past
 // the file's end (no holes: an agent appends what it sent before). Throws Error(kInvalidArgument)

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "launcher/supervision/process_spawner.h"
 #include "launcher/supervision/rank_janitor.h"
-#include "core/base/unique_fd.h"
 
 namespace dlaunch::launcher {
 

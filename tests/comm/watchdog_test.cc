@@ -1,9 +1,8 @@
 // A rank that skips a collective must turn into a report naming it, never a hang.
 #include <gtest/gtest.h>
-
-#include <atomic>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

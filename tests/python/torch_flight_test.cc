@@ -139,7 +139,9 @@ TEST(PickleReaderTest, HostileInputIsBoundedNeverACrash) {
                           &error));
   EXPECT_THAT(error, HasSubstr("nested deeper than 64"));
   // Memo references doubling 40 times: 2^40 values if expanded; refused at the value limit.
-  std::string bomb = B("\x80\x02]q\x00" "0");
+  std::string bomb =
+      B("\x80\x02]q\x00"
+        "0");
   for (int i = 0; i < 40; ++i) {
     bomb += std::string("h") + char(i) + "h" + char(i) + "\x86q" + char(i + 1) + "0";
   }
