@@ -33,6 +33,18 @@ int CountGpus() {
   return n;
 }
 
+// The whole of `text` as an integer of at least 1; 0 when it is not one.
+int PositiveInt(const std::string& text) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return used == text.size() && n >= 1 ? n : 0;
+}
+
 int ParseNproc(const std::string& text) {
   if (text == "gpu") {
     const int gpus = CountGpus();
@@ -48,14 +60,8 @@ int ParseNproc(const std::string& text) {
     int gpus = CountGpus();
     return gpus > 0 ? gpus : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   }
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || n < 1) {
+  const int n = PositiveInt(text);
+  if (n < 1) {
     throw UsageError("--nproc must be a positive integer, auto, cpu or gpu (got '" + text + "')");
   }
   return n;
@@ -77,14 +83,8 @@ std::chrono::milliseconds Seconds(double s, const char* flag, bool zero_is_never
 }
 
 int ParseCount(const std::string& text, const std::string& whole) {
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || n < 1) {
+  const int n = PositiveInt(text);
+  if (n < 1) {
     throw UsageError("--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX (got '" + whole + "')");
   }
   return n;
