@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "core/error.h"
 #include "launcher/rendezvous/coordinator.h"
@@ -115,8 +116,7 @@ TEST_F(RequestChecksTest, PushesComeOnlyFromARegisteredAgentNodeForItsRanksWithi
   CoordinatorHandler h(Config(2));
   CountingListener listener;
   h.SetListener(&listener);
-  h.AddLocalNode("node0", "{}");
-  // Before node 1 registered nobody may push or speak for it.
+  // Before node 1 joined nobody may push or speak for it.
   ExpectRefused([&] { h.WriteFileChunk(Chunk(2, "stdout.log", 0, "early")); });
   v1::NodeStatus early;
   early.set_node_rank(1);
@@ -125,11 +125,15 @@ TEST_F(RequestChecksTest, PushesComeOnlyFromARegisteredAgentNodeForItsRanksWithi
   h.OnNodeStatus(early);
   EXPECT_EQ(listener.faults, 0);
 
+  // Node 0 and node 1 join the first round; it closes once both are in.
+  auto node0 = std::async(std::launch::async, [&] { return h.JoinRound("node0", "{}", 0, ""); });
   v1::NodeRequest join;
-  join.set_node_rank(1);
+  join.set_node_rank(-1);
   join.set_host("node1");
   join.set_nproc(2);
-  h.RegisterNode(join);
+  const v1::NodeResponse joined = h.RegisterNode(join);
+  ASSERT_EQ(node0.get().nnodes, 2);
+  ASSERT_EQ(joined.node_rank(), 1);
   h.WriteFileChunk(Chunk(2, "stdout.log", 0, "hello "));
   h.WriteFileChunk(Chunk(2, "stdout.log", 6, "world\n"));
   std::ifstream in(run_dir_ / "rank2" / "stdout.log");
@@ -156,6 +160,8 @@ TEST_F(RequestChecksTest, PushesComeOnlyFromARegisteredAgentNodeForItsRanksWithi
 
   // The registered node's own notice counts.
   v1::NodeStatus failed;
+  failed.set_member_id(joined.member_id());
+  failed.set_attempt(joined.attempt());
   failed.set_node_rank(1);
   failed.set_done(true);
   failed.set_exit_code(1);
