@@ -62,10 +62,9 @@ Measured %s at commit %s on %s.
 
 Reading the table: for a SIGKILLed launcher, kill-to-exit is the time until every counted process
 was gone, capped at 5 s while some survive (then the row's survivors say how many). The
-grandchildren (`sleep 300 &` inside a rank) outlive a SIGKILLed launcher until the supervisor
-cleans up each rank's descendants (a subreaper or cgroup per rank, #11 item 6), and a SIGSTOPped
-rank can hold the teardown for the whole 30 s grace period until the supervisor sends SIGCONT with
-its SIGTERM (#11 item 5); both trials are disabled in `make test` until then and run here.
+grandchildren (`sleep 300 &` inside a rank) are ended by the rank janitor, which kills each rank's
+cgroup (or, without cgroups, its process group) once the launcher is gone; a SIGSTOPped rank gets
+SIGCONT with its SIGTERM, so it cannot hold the teardown for the grace period.
 
 Regenerate with `make chaos` (it runs under `flock /tmp/dlaunch-bench.lock`).
 """ % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows)))
