@@ -93,7 +93,7 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
   if (!extra.empty()) out << "  error     : " << extra << "\n";
   out << recorded;
   out << "  logs      : " << rank_dir << "/\n";
-  auto tail = TailLines(rank_dir + "/stderr.log", 10);
+  auto tail = TailLines(rundir::RankDir(rank_dir).stderr_log(), 10);
   if (!tail.empty()) {
     out << "  last stderr lines:\n";
     for (const auto& l : tail) out << "    " << l << "\n";

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "core/base/format.h"
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/supervision/log_capture.h"
 
@@ -83,9 +85,10 @@ struct Stream {
 };
 
 // "rank1/stdout.log" of "<run dir>/rank1" and "stdout.log".
-std::string LogName(const std::string& rank_dir, const char* file) {
-  const size_t slash = rank_dir.find_last_of('/');
-  return (slash == std::string::npos ? rank_dir : rank_dir.substr(slash + 1)) + "/" + file;
+// "rank3/stdout.log": a log's name relative to the run directory, for the messages.
+std::string LogName(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.parent_path().filename() / p.filename()).string();
 }
 
 struct Rank {
@@ -187,10 +190,11 @@ class Supervisor::Attempt {
     const RankSpec& spec = *r.spec;
     const SupervisorOptions& o = sup_.options_;
     r.console = !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank));
-    r.out.log = OpenLog(spec.rank_dir + "/stdout.log");
-    r.err.log = OpenLog(spec.rank_dir + "/stderr.log");
-    r.out.log_name = LogName(spec.rank_dir, "stdout.log");
-    r.err.log_name = LogName(spec.rank_dir, "stderr.log");
+    const rundir::RankDir dir(spec.rank_dir);
+    r.out.log = OpenLog(dir.stdout_log());
+    r.err.log = OpenLog(dir.stderr_log());
+    r.out.log_name = LogName(dir.stdout_log());
+    r.err.log_name = LogName(dir.stderr_log());
     r.err.is_err = true;
     r.outcome.rank = spec.rank;
     r.outcome.local_rank = spec.local_rank;

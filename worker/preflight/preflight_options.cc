@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "worker/preflight/op_table.h"
 
 namespace dlaunch::worker {
@@ -319,13 +320,14 @@ std::string PreflightUsage() {
 }
 
 std::string PreflightFailureReport(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/preflight.json");
+  const std::string path = rundir::RunDir(run_dir).preflight();
+  std::ifstream in(path);
   if (!in) return "";
   nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || doc.value("verdict", "") != "FAIL") return "";
   std::string out =
-      "dlaunch: preflight verdict FAIL (the cluster, not a rank, failed; details in " + run_dir +
-      "/preflight.json)\n";
+      "dlaunch: preflight verdict FAIL (the cluster, not a rank, failed; details in " + path +
+      ")\n";
   for (const auto& reason : doc.value("reasons", nlohmann::json::array())) {
     if (reason.is_string()) out += "dlaunch: preflight FAIL: " + reason.get<std::string>() + "\n";
   }
