@@ -353,7 +353,12 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     // A torchrun option this dlaunch does not have is left to torchrun's own launches.
     if (!desc.find_nothrow(token.substr(2, token.find('=') - 2), false)) continue;
     try {
-      Store(desc, {token});
+      const po::variables_map one = Store(desc, {token});
+      // --nnodes is text (N or MIN:MAX): checked here so that its error names the variable.
+      if (one.count("nnodes")) {
+        LaunchOptions scratch;
+        ParseNnodes(one["nnodes"].as<std::string>(), &scratch);
+      }
     } catch (const UsageError& e) {
       throw UsageError(variable + ": " + e.what());
     }
