@@ -1,5 +1,6 @@
 #include "launcher/diagnose/diagnosis_writer.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/run_dir/diagnosis_file.h"
@@ -23,6 +24,17 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     for (const std::string& p : d.problems) out << "    " << p << "\n";
   }
   return out.str();
+}
+
+std::string FormatDiagnosisAfterRootCause(Diagnosis d) {
+  auto& lines = d.details;
+  auto block = std::find(lines.begin(), lines.end(), "Root Cause (first observed failure):");
+  if (block != lines.end()) {
+    auto end = std::find_if(block + 1, lines.end(),
+                            [](const std::string& l) { return l.rfind("  ", 0) != 0; });
+    lines.erase(block, end);
+  }
+  return FormatDiagnosis(d);
 }
 
 void WriteDiagnosisFiles(const Diagnosis& diagnosis, const std::string& run_dir) {

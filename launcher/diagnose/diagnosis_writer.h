@@ -10,6 +10,9 @@ namespace dlaunch::launcher {
 
 // Multi-line text: headline, per-rank lines, details, problems. Does not block.
 std::string FormatDiagnosis(const Diagnosis& diagnosis);
+// The same without its torchrun-style "Root Cause (first observed failure)" block: for the console
+// after a rank failure, where the launcher has just printed that block for the same rank.
+std::string FormatDiagnosisAfterRootCause(Diagnosis diagnosis);
 using rundir::DiagnosisToJson;
 
 // Writes <run_dir>/diagnosis.txt and diagnosis.json, each atomically (rundir::WriteDiagnosis).

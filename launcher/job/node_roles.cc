@@ -61,8 +61,9 @@ class NodeZero : public NodeRole {
         report.verdict) {
       return;
     }
-    // The failure's picture across ranks: each one's last collective, phase and memory.
-    std::cerr << FormatDiagnosis(AnalyzeRunDir(run_dir_, world_size_)) << std::flush;
+    // The failure's picture across ranks: each one's last collective, phase and memory (the
+    // root-cause block was printed once already, by the agent's Judge).
+    std::cerr << FormatDiagnosisAfterRootCause(AnalyzeRunDir(run_dir_, world_size_)) << std::flush;
   }
 
   bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
