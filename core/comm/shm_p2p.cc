@@ -116,6 +116,9 @@ void ShmGroup::SendRecv(const void* send, size_t send_bytes, int dst, void* recv
                                                      ", which sent " + std::to_string(in.header));
       }
     }
+    // A peer whose part is done may leave: only the other one still matters to CheckPeers.
+    if (!in.active() && out.active()) p2p_peers_[1] = p2p_peers_[0];
+    if (!out.active() && in.active()) p2p_peers_[0] = p2p_peers_[1];
     return moved;
   };
   auto can_move = [&] {
