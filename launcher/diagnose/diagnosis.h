@@ -8,6 +8,10 @@
 namespace dlaunch::launcher {
 
 using rundir::Diagnosis;
+
+// The first line of torchrun's "Root Cause" block among a failure diagnosis' details; the lines
+// of the block after it are indented.
+inline constexpr char kRootCauseHeading[] = "Root Cause (first observed failure):";
 using rundir::DiagnosisKind;
 using rundir::DiagnosisKindName;
 using rundir::RankDiagnosis;

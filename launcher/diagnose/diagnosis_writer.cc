@@ -28,7 +28,7 @@ std::string FormatDiagnosis(const Diagnosis& d) {
 
 std::string FormatDiagnosisAfterRootCause(Diagnosis d) {
   auto& lines = d.details;
-  auto block = std::find(lines.begin(), lines.end(), "Root Cause (first observed failure):");
+  auto block = std::find(lines.begin(), lines.end(), kRootCauseHeading);
   if (block != lines.end()) {
     auto end = std::find_if(block + 1, lines.end(),
                             [](const std::string& l) { return l.rfind("  ", 0) != 0; });

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/base/format.h"
+#include "launcher/diagnose/diagnosis.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -218,7 +219,7 @@ class Renderer {
       d_.headline += "; " + Plural(v_.left_waiting) + " left waiting in it";
     }
     // torchrun's "Root Cause (first observed failure)" block.
-    d_.details.push_back("Root Cause (first observed failure):");
+    d_.details.push_back(kRootCauseHeading);
     d_.details.push_back("  time      : " + FormatUnixMs(v.failure.at_unix_ms));
     if (rec.summary) d_.details.push_back("  host      : " + rec.summary->host);
     d_.details.push_back("  rank      : " + std::to_string(r));
