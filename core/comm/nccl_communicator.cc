@@ -1,36 +1,14 @@
-// Over 600 lines on purpose for now: every op of the one NcclCommunicator class shares its launch
-// lock, stream, capture state and watchdog bookkeeping. The CUDA-graph and buffer-registration
-// part at the end is the piece to move into a file of its own once it has run on a GPU.
 #include "core/comm/nccl_communicator.h"
-
-#include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "core/comm/nccl_check.h"
 #include "core/comm/nccl_plan.h"
 #include "core/error.h"
 
-// nccl-tests' NCCLCHECK / c10d's C10D_NCCL_CHECK: fail with file, line, the call and NCCL's own
-// words. ncclInProgress is not an error on a non-blocking communicator; the caller handles it.
-#define DLAUNCH_NCCL_CHECK(call, comm) \
-  ::dlaunch::core::CheckNccl((call), (comm), #call, __FILE__, __LINE__)
-#define DLAUNCH_CUDA_CHECK(call) ::dlaunch::core::CheckCuda((call), #call, __FILE__, __LINE__)
-
 namespace dlaunch::core {
-namespace {
-
-ncclComm_t AsComm(void* p) { return static_cast<ncclComm_t>(p); }
-#ifdef NCCL_WIN_REQUIRED_ALIGNMENT
-constexpr size_t kWindowAlignment = NCCL_WIN_REQUIRED_ALIGNMENT;
-#else
-constexpr size_t kWindowAlignment = 4096;
-#endif
-cudaStream_t AsStream(void* p) { return static_cast<cudaStream_t>(p); }
-
-}  // namespace
 
 ncclResult_t CheckNccl(ncclResult_t res, void* comm, const char* call, const char* file, int line) {
   if (res == ncclSuccess || res == ncclInProgress) return res;
@@ -336,30 +314,6 @@ void NcclCommunicator::Abort() {
           "rank " + std::to_string(rank_) + ": nccl communicator aborted");
 }
 
-std::shared_ptr<void> NcclCommunicator::Allocate(size_t bytes) {
-  DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-  void* ptr = nullptr;
-  DLAUNCH_CUDA_CHECK(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes));
-  return std::shared_ptr<void>(ptr, [](void* p) { cudaFree(p); });
-}
-
-void NcclCommunicator::CopyIn(Buffer dst, const void* host) {
-  if (dst.bytes() == 0) return;
-  // On our stream, so the copy is ordered with the collectives, and finished before we return.
-  DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-  DLAUNCH_CUDA_CHECK(
-      cudaMemcpyAsync(dst.ptr, host, dst.bytes(), cudaMemcpyHostToDevice, AsStream(stream_)));
-  DLAUNCH_CUDA_CHECK(cudaStreamSynchronize(AsStream(stream_)));
-}
-
-void NcclCommunicator::CopyOut(void* host, Buffer src) {
-  if (src.bytes() == 0) return;
-  DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-  DLAUNCH_CUDA_CHECK(
-      cudaMemcpyAsync(host, src.ptr, src.bytes(), cudaMemcpyDeviceToHost, AsStream(stream_)));
-  DLAUNCH_CUDA_CHECK(cudaStreamSynchronize(AsStream(stream_)));
-}
-
 std::shared_ptr<Work> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op) {
   check_.Buffer("allreduce", buf);
   int64_t seq = recorder_.Record("allreduce", buf.dtype, buf.count, buf.bytes());
@@ -566,149 +520,6 @@ std::shared_ptr<Work> NcclCommunicator::AllToAllV(Buffer in, std::vector<size_t>
     }
     return DLAUNCH_NCCL_CHECK(ncclGroupEnd(), comm_);
   });
-}
-
-// One captured CUDA graph; each Launch is one op in the flight recorder ("cuda_graph").
-class NcclGraph : public OpGraph {
- public:
-  NcclGraph(NcclCommunicator* comm, cudaGraph_t graph, cudaGraphExec_t exec, int ops)
-      : comm_(comm), graph_(graph), exec_(exec), ops_(ops) {}
-  // A graph still running is freed by CUDA once it completes.
-  ~NcclGraph() override {
-    cudaGraphExecDestroy(exec_);
-    cudaGraphDestroy(graph_);
-  }
-  std::shared_ptr<Work> Launch(int times) override {
-    return comm_->LaunchGraph(exec_, times, ops_);
-  }
-
- private:
-  NcclCommunicator* const comm_;
-  const cudaGraph_t graph_;
-  const cudaGraphExec_t exec_;
-  const int ops_;
-};
-
-std::unique_ptr<OpGraph> NcclCommunicator::Capture(const std::function<void()>& issue) {
-  const std::string what = "rank " + std::to_string(rank_) + ": nccl graph capture";
-  {
-    std::lock_guard<std::mutex> lock(launch_mu_);
-    if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
-    DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-    // Thread-local, as nccl-tests captures: NCCL may cudaMalloc on first use of a peer
-    // connection, which global capture mode would forbid.
-    DLAUNCH_CUDA_CHECK(cudaStreamBeginCapture(AsStream(stream_), cudaStreamCaptureModeThreadLocal));
-    captured_ops_ = 0;
-    capture_error_.clear();
-    capturing_ = true;
-  }
-  auto end_capture = [this](cudaGraph_t* graph) {
-    std::lock_guard<std::mutex> lock(launch_mu_);
-    capturing_ = false;
-    return cudaStreamEndCapture(AsStream(stream_), graph);
-  };
-  cudaGraph_t graph = nullptr;
-  try {
-    issue();
-  } catch (...) {
-    if (end_capture(&graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
-    throw;
-  }
-  cudaError_t ended = end_capture(&graph);
-  std::string failed;
-  {
-    std::lock_guard<std::mutex> lock(launch_mu_);
-    failed = capture_error_;
-  }
-  if (!failed.empty() || ended != cudaSuccess) {
-    if (ended == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
-    if (!failed.empty()) throw Error(ErrorKind::kInternal, what + " failed: " + failed);
-    DLAUNCH_CUDA_CHECK(ended);
-  }
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
-  if (made != cudaSuccess) {
-    cudaGraphDestroy(graph);
-    DLAUNCH_CUDA_CHECK(made);
-  }
-  return std::make_unique<NcclGraph>(this, graph, exec, captured_ops_);
-}
-
-std::shared_ptr<Work> NcclCommunicator::LaunchGraph(void* exec, int times, int ops) {
-  int64_t seq = recorder_.Record("cuda_graph", DataType::kUint8,
-                                 static_cast<size_t>(ops) * static_cast<size_t>(times), 0);
-  return Launch({seq}, "cuda_graph", [&] {
-    for (int i = 0; i < times; ++i) {
-      DLAUNCH_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), AsStream(stream_)));
-    }
-    return static_cast<int>(ncclSuccess);
-  });
-}
-
-std::shared_ptr<void> NcclCommunicator::AllocateRegistered(size_t bytes, BufferRegistration reg) {
-  if (reg == BufferRegistration::kNone) return Allocate(bytes);
-  int runtime = 0;
-  DLAUNCH_NCCL_CHECK(ncclGetVersion(&runtime), nullptr);
-  if (std::string why = RegistrationRefusal(reg, NCCL_VERSION_CODE, runtime); !why.empty()) {
-    // What the user asked for (-R) cannot be had here: bad input, as a usage error.
-    throw UsageError("rank " + std::to_string(rank_) + ": " + why);
-  }
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
-  const std::string what = "rank " + std::to_string(rank_) + ": nccl " + RegistrationName(reg) +
-                           " registration of " + std::to_string(bytes) + " bytes";
-  // Deregistration needs the communicator: a buffer that outlives it is only freed (NCCL drops
-  // a communicator's registrations with it).
-  std::shared_ptr<PollTarget> alive = poll_target_;
-  std::lock_guard<std::mutex> lock(launch_mu_);
-  if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
-  DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-  // ncclMemAlloc's memory (cuMem, as nccl-tests allocates) is what every registration path of
-  // NCCL accepts, NVLS included; windows also need NCCL's alignment.
-  const size_t rounded =
-      ((bytes == 0 ? 1 : bytes) + kWindowAlignment - 1) / kWindowAlignment * kWindowAlignment;
-  void* ptr = nullptr;
-  DLAUNCH_NCCL_CHECK(ncclMemAlloc(&ptr, rounded), comm_);
-  void* handle = nullptr;  // ncclCommRegister's handle or the ncclWindow_t
-  try {
-    ncclResult_t res = ncclSuccess;
-    if (reg == BufferRegistration::kLocal) {
-      res = ncclCommRegister(AsComm(comm_), ptr, rounded, &handle);
-    } else {
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
-      ncclWindow_t window = nullptr;
-      res = ncclCommWindowRegister(AsComm(comm_), ptr, rounded, &window, NCCL_WIN_COLL_SYMMETRIC);
-      handle = window;
-#endif
-    }
-    if (DLAUNCH_NCCL_CHECK(res, comm_) == ncclInProgress) AwaitEnqueued(what);
-  } catch (...) {
-    ncclMemFree(ptr);
-    throw;
-  }
-  return std::shared_ptr<void>(ptr, [reg, handle, alive](void* p) {
-    {
-      std::lock_guard<std::mutex> hold(alive->mu);
-      if (alive->self != nullptr) alive->self->Deregister(reg, handle);
-    }
-    ncclMemFree(p);
-  });
-#else
-  return nullptr;  // refused above: these headers have no registration
-#endif
-}
-
-void NcclCommunicator::Deregister(BufferRegistration reg, void* handle) {
-  std::lock_guard<std::mutex> lock(launch_mu_);
-  if (aborted_) return;
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
-  if (reg == BufferRegistration::kLocal) {
-    ncclCommDeregister(AsComm(comm_), handle);
-    return;
-  }
-#endif
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
-  ncclCommWindowDeregister(AsComm(comm_), static_cast<ncclWindow_t>(handle));
-#endif
 }
 
 }  // namespace dlaunch::core

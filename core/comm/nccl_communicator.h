@@ -1,9 +1,9 @@
 // The GPU backend: NCCL on one CUDA device per rank. The communicator is created non-blocking
 // (ncclConfig_t.blocking = 0) because NCCL has no timeout of its own: only a non-blocking
 // communicator can be polled (ncclCommGetAsyncError) and aborted (ncclCommAbort) by the watchdog
-// while an op hangs. Built only with DLAUNCH_WITH_NCCL; nccl.h stays inside the .cc. Ops can be
-// captured into a CUDA graph (Capture) and buffers registered with NCCL (AllocateRegistered), as
-// nccl-tests' -G and -R do.
+// while an op hangs. Built only with DLAUNCH_WITH_NCCL; nccl.h stays inside the .cc files
+// (nccl_check.h). Ops can be captured into a CUDA graph (Capture, nccl_graph.cc) and buffers
+// registered with NCCL (AllocateRegistered, nccl_buffers.cc), as nccl-tests' -G and -R do.
 #pragma once
 
 #include <atomic>
