@@ -53,8 +53,6 @@ std::shared_ptr<void> NcclCommunicator::AllocateRegistered(size_t bytes, BufferR
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
   const std::string what = "rank " + std::to_string(rank_) + ": nccl " + RegistrationName(reg) +
                            " registration of " + std::to_string(bytes) + " bytes";
-  // Deregistration needs the communicator: a buffer that outlives it is only freed (NCCL drops
-  // a communicator's registrations with it).
   std::shared_ptr<PollTarget> alive = poll_target_;
   std::lock_guard<std::mutex> lock(launch_mu_);
   if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
@@ -66,22 +64,36 @@ std::shared_ptr<void> NcclCommunicator::AllocateRegistered(size_t bytes, BufferR
   void* ptr = nullptr;
   DLAUNCH_NCCL_CHECK(ncclMemAlloc(&ptr, rounded), comm_);
   void* handle = nullptr;  // ncclCommRegister's handle or the ncclWindow_t
-  try {
-    ncclResult_t res = ncclSuccess;
-    if (reg == BufferRegistration::kLocal) {
-      res = ncclCommRegister(AsComm(comm_), ptr, rounded, &handle);
-    } else {
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
-      ncclWindow_t window = nullptr;
-      res = ncclCommWindowRegister(AsComm(comm_), ptr, rounded, &window, NCCL_WIN_COLL_SYMMETRIC);
-      handle = window;
-#endif
+  if (reg == BufferRegistration::kLocal) {
+    // Not a group task: the handle is there on return, also on a non-blocking communicator.
+    ncclResult_t res = ncclCommRegister(AsComm(comm_), ptr, rounded, &handle);
+    if (res != ncclSuccess) {
+      ncclMemFree(ptr);
+      DLAUNCH_NCCL_CHECK(res, comm_);
     }
-    if (DLAUNCH_NCCL_CHECK(res, comm_) == ncclInProgress) AwaitEnqueued(what);
-  } catch (...) {
-    ncclMemFree(ptr);
-    throw;
+  } else {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    // A group task (collective, like nccl-tests' grouped registrations): on a non-blocking
+    // communicator the call returns ncclInProgress and NCCL's group thread writes the window
+    // when the task completes. So the window lives on the heap and is read only once the
+    // communicator is ready again. If that wait fails the task may still be running: the slot
+    // and the memory are left to it rather than freed under it (the communicator is lost then).
+    auto* window = new ncclWindow_t(nullptr);
+    ncclResult_t res =
+        ncclCommWindowRegister(AsComm(comm_), ptr, rounded, window, NCCL_WIN_COLL_SYMMETRIC);
+    if (res != ncclSuccess && res != ncclInProgress) {
+      delete window;
+      ncclMemFree(ptr);
+      DLAUNCH_NCCL_CHECK(res, comm_);
+    }
+    if (res == ncclInProgress) AwaitEnqueued(what);
+    handle = *window;  // nullptr where NCCL has no symmetric support for this communicator
+    delete window;
+#endif
   }
+  // Deregistered before ncclMemFree, as nccl-tests does, while the communicator lives; NCCL
+  // drops what is still registered at ncclCommDestroy/ncclCommAbort, and the memory is freed
+  // after that. The buffer must be idle when its last reference goes.
   return std::shared_ptr<void>(ptr, [reg, handle, alive](void* p) {
     {
       std::lock_guard<std::mutex> hold(alive->mu);

@@ -33,8 +33,10 @@ std::unique_ptr<OpGraph> NcclCommunicator::Capture(const std::function<void()>& 
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (aborted_) throw Error(ErrorKind::kInternal, what + ": communicator aborted");
     DLAUNCH_CUDA_CHECK(cudaSetDevice(device_));
-    // Thread-local, as nccl-tests captures: NCCL may cudaMalloc on first use of a peer
-    // connection, which global capture mode would forbid.
+    // Thread-local, as nccl-tests captures its timed iterations: NCCL may cudaMalloc on first use
+    // of a peer connection, and the watchdog thread keeps querying events and the communicator
+    // while we capture; in global mode such calls from other threads would invalidate the
+    // capture. (nccl-tests captures its one-op check in global mode, having no such thread.)
     DLAUNCH_CUDA_CHECK(cudaStreamBeginCapture(AsStream(stream_), cudaStreamCaptureModeThreadLocal));
     captured_ops_ = 0;
     capture_error_.clear();
