@@ -9,7 +9,18 @@ requested size's float32 elements / (n(n+1)/2), rounded down to 4 elements (16 b
 Rank 0 writes {"world_size", "rows": [{"size", "count", "time_us", "algbw_gbps", "busbw_gbps"}]}:
 times averaged over ranks, algbw = bytes a rank sends / time, busbw = algbw x (1 - 2/(n(n+1))).
 The received data is checked against the rule once per size (a wrong element raises).
+
+  python3 torch_alltoallv.py --compare OUT [TORCH_OUT]
+prints, per size, the median and range over rounds of both sides' time and busbw, reading the
+rounds' preflight runs (OUT/d*/preflight.json, out-of-place column) and this script's results
+(TORCH_OUT/t*.json, TORCH_OUT defaulting to OUT); BENCHMARKS.md has the interleaved loop that
+makes them.
 """
+
+import glob
+import json
+import statistics
+import sys
 
 import torch
 import torch.distributed as dist
@@ -51,5 +62,34 @@ def main():
     dist.destroy_process_group()
 
 
+def compare(out, torch_out):
+    """Per size: median [min-max] over rounds of time_us and busbw, dlaunch against torch."""
+    sides = {"dlaunch": {}, "torch": {}}
+    for path in sorted(glob.glob(f"{out}/d*/preflight.json")):
+        for op in json.load(open(path))["bandwidth"]:
+            if op["op"] == "alltoallv":
+                for row in op["rows"]:
+                    sides["dlaunch"].setdefault(row["size"], []).append(row)
+    for path in sorted(glob.glob(f"{torch_out}/t*.json")):
+        for row in json.load(open(path))["rows"]:
+            sides["torch"].setdefault(row["size"], []).append(row)
+
+    def spread(rows, key):
+        v = [r[key] for r in rows]
+        return f"{statistics.median(v):.4g} [{min(v):.4g}-{max(v):.4g}]"
+
+    print("size_B rounds(d/t) dlaunch_time_us torch_time_us dlaunch_busbw torch_busbw "
+          "time_ratio(torch/dlaunch)")
+    for size in sorted(set(sides["dlaunch"]) & set(sides["torch"])):
+        d, t = sides["dlaunch"][size], sides["torch"][size]
+        ratio = (statistics.median(r["time_us"] for r in t) /
+                 statistics.median(r["time_us"] for r in d))
+        print(f"{size} {len(d)}/{len(t)} {spread(d, 'time_us')} {spread(t, 'time_us')} "
+              f"{spread(d, 'busbw_gbps')} {spread(t, 'busbw_gbps')} {ratio:.2f}")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--compare"] and len(sys.argv) in (3, 4):
+        compare(sys.argv[2], sys.argv[-1])
+    else:
+        main()

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "tests/preflight/nccl_parsers.h"
+#include "tests/preflight/recorded_gpu.h"
 #include "worker/preflight/nccl_table.h"
 #include "worker/preflight/op_table.h"
 
@@ -200,21 +201,24 @@ TEST(NcclFormatTest, PublicParsersReadBoth) {
 // Tables recorded on GPU machines by scripts/gpu-check.sh (fixtures/gpu/*.txt, rank 0's stdout of
 // an NCCL preflight): every op's section keeps nccl-tests' layout.
 TEST(NcclFormatTest, RecordedGpuTablesKeepTheLayout) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(PREFLIGHT_FIXTURES) / "gpu";
-  if (!fs::exists(dir)) GTEST_SKIP() << "no GPU recordings in " << dir;
+  const auto files = RecordedGpuFiles(".txt");
+  if (files.empty()) GTEST_SKIP() << "no GPU recordings (scripts/gpu-check.sh import)";
   const NcclTestsSection ref = ParseNcclTests(Fixture());
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::ifstream in(entry.path());
+  for (const auto& path : files) {
+    std::ifstream in(path);
     std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     const std::string kStart = "# Collective test starting: ";
+    int sections = 0;
     for (size_t at = text.find(kStart); at != std::string::npos; at = text.find(kStart, at + 1)) {
-      NcclTestsSection s = ParseNcclTests(text.substr(at, text.find(kStart, at + 1) - at));
-      EXPECT_EQ(ref.header_line, s.header_line) << entry.path() << " " << s.starting;
-      EXPECT_FALSE(s.device_lines.empty()) << entry.path();
-      for (const auto& row : s.rows) EXPECT_EQ(13u, row.size()) << entry.path();
-      EXPECT_EQ(1u, FlagPerfAvgBusBw(text.substr(at, text.find(kStart, at + 1) - at)).size());
+      const std::string section = text.substr(at, text.find(kStart, at + 1) - at);
+      NcclTestsSection s = ParseNcclTests(section);
+      ++sections;
+      EXPECT_EQ(ref.header_line, s.header_line) << path << " " << s.starting;
+      EXPECT_FALSE(s.device_lines.empty()) << path;
+      for (const auto& row : s.rows) EXPECT_EQ(13u, row.size()) << path;
+      EXPECT_EQ(1u, FlagPerfAvgBusBw(section).size()) << path;
     }
+    EXPECT_GT(sections, 0) << path << " holds no nccl-tests section";
   }
 }
 
