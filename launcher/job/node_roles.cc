@@ -288,6 +288,9 @@ class JoiningNode : public NodeRole {
       resp = agent_->Join(Request(0), JoinWait());
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kInvalidArgument) throw UsageError(e.what());
+      if (e.kind() == ErrorKind::kUnauthenticated && !setup_.token_origin.empty()) {
+        throw Error(e.kind(), std::string(e.what()) + " (" + setup_.token_origin + ")");
+      }
       throw;
     }
     if (resp.finished()) {
