@@ -224,6 +224,26 @@ run() {
   else
     log "3/4 skipped: the cross-rank hang test needs 2 GPUs (the abort path ran in step 1)"
   fi
+  # Placement on the real topology: the rank of --gpu-binding isolate --numa-binding node prints
+  # its CUDA_VISIBLE_DEVICES and CPUs; they must be GPU 0 and CPUs of GPU 0's NUMA node.
+  log "placement: dlaunch --nproc 1 --gpu-binding isolate --numa-binding node"
+  "$bin/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id placement \
+    --gpu-binding isolate --numa-binding node /bin/sh -c 'echo "rank CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES CPUs $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' \
+    2>&1 | tee "$OUT_DIR/placement.txt" || failed=1
+  local bus numa
+  bus="$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | tr A-F a-f | sed 's/^0000//')"
+  numa="$(cat "/sys/bus/pci/devices/$bus/numa_node" 2>/dev/null || echo -1)"
+  echo "GPU 0 ($bus): NUMA node $numa, CPUs $(cat "/sys/devices/system/node/node$numa/cpulist" 2>/dev/null || echo any)" | tee -a "$OUT_DIR/placement.txt"
+  python3 - "$OUT_DIR/placement.txt" <<'PY' || failed=1
+import re, sys
+text = open(sys.argv[1]).read()
+cpus = lambda s: {c for p in s.split(",") for a, _, b in [p.partition("-")] for c in range(int(a), int(b or a) + 1)}
+rank = re.search(r"rank CUDA_VISIBLE_DEVICES=(\S*) CPUs (\S+)", text)
+node = re.search(r"NUMA node \S+, CPUs ([0-9][-0-9,]*)", text)
+ok = rank and rank[1] == "0" and (not node or cpus(rank[2]) <= cpus(node[1]))
+print("placement:", "PASS" if ok else "FAIL"); sys.exit(0 if ok else 1)
+PY
+
   # 4. dlaunch doctor against the real driver and GPU: the report for the log, and the JSON to keep
   #    as tests/doctor/fixtures/doctor_output_<gpu>.json (a test replays every such file).
   log "4/4 dlaunch doctor"
