@@ -292,6 +292,29 @@ doctor_part() {
   "$BIN/dlaunch_doctor_test"
 }
 
+# The rank of --gpu-binding isolate --numa-binding node prints its CUDA_VISIBLE_DEVICES and CPUs;
+# they must be GPU 0 and CPUs of GPU 0's NUMA node.
+placement_part() {
+  local out="$OUT_DIR/parts/placement-check.txt" bus numa
+  "$BIN/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id placement \
+    --gpu-binding isolate --numa-binding node /bin/sh -c \
+    'echo "rank CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES CPUs $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' |
+    tee "$out"
+  bus="$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader -i 0 2>/dev/null | tr A-F a-f | sed 's/^0000//')"
+  numa="$(cat "/sys/bus/pci/devices/$bus/numa_node" 2>/dev/null || echo -1)"
+  echo "GPU 0 ($bus): NUMA node $numa, CPUs $(cat "/sys/devices/system/node/node$numa/cpulist" 2>/dev/null || echo any)" |
+    tee -a "$out"
+  python3 - "$out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+cpus = lambda s: {c for p in s.split(",") for a, _, b in [p.partition("-")] for c in range(int(a), int(b or a) + 1)}
+rank = re.search(r"rank CUDA_VISIBLE_DEVICES=(\S*) CPUs (\S+)", text)
+node = re.search(r"NUMA node \S+, CPUs ([0-9][-0-9,]*)", text)
+ok = rank and rank[1] == "0" and (not node or cpus(rank[2]) <= cpus(node[1]))
+print("placement:", "PASS" if ok else "FAIL"); sys.exit(0 if ok else 1)
+PY
+}
+
 nccl_version() {
   # The version the bundled or found libnccl reports, from the NCCL INFO log of a preflight.
   grep -ho 'NCCL version [0-9.]*[^ ]*' "$OUT_DIR"/logs/*/rank0/nccl.log 2>/dev/null | head -1 |
@@ -320,7 +343,7 @@ setup_run() {
   SECONDS=0
   # The parts run in child shells (`part` runs them under timeout).
   export BIN OUT_DIR BACKEND TAG
-  export -f log check_busbw preflight_part nccl_log_part doctor_part
+  export -f log check_busbw preflight_part nccl_log_part doctor_part placement_part
 }
 
 run() {
@@ -361,6 +384,9 @@ run() {
       --run-id nccl-hang preflight --backend nccl --ops allreduce -b 1M -e 64M -f 4 \
       --collective-timeout 5
   fi
+
+  # Placement on the real topology: GPU 0 and CPUs of GPU 0's NUMA node.
+  part placement 60 placement_part
 
   # 4. dlaunch doctor against the real driver and GPU.
   part doctor 60 doctor_part

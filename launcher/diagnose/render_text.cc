@@ -221,7 +221,12 @@ class Renderer {
     // torchrun's "Root Cause (first observed failure)" block.
     d_.details.push_back(kRootCauseHeading);
     d_.details.push_back("  time      : " + FormatUnixMs(v.failure.at_unix_ms));
-    if (rec.summary) d_.details.push_back("  host      : " + rec.summary->host);
+    if (rec.summary) {
+      // Another node's rank: which node, since several nodes may share a host name.
+      const auto& node = rec.summary->node_rank;
+      d_.details.push_back("  host      : " + rec.summary->host +
+                           (node ? " (node " + std::to_string(*node) + ")" : ""));
+    }
     d_.details.push_back("  rank      : " + std::to_string(r));
     if (rec.summary) {
       d_.details.push_back("  exitcode  : " + std::to_string(rec.summary->exit_code.value_or(0)) +

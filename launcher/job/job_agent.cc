@@ -211,7 +211,12 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
       report.verdict = true;
     } else {
       const std::string extra = role_->RankError(f.rank);
-      std::cerr << FormatRootCause(f, host_, plan_.ranks()[f.local_rank].dir, extra);
+      // Which node, beside the host: several nodes of one job may share a host name.
+      const std::string where =
+          plan_.multi_node()
+              ? host_ + " (node " + std::to_string(plan_.membership().node_rank) + ")"
+              : host_;
+      std::cerr << FormatRootCause(f, where, plan_.ranks()[f.local_rank].dir, extra);
       report.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
                      (extra.empty() ? "" : "; " + extra);
     }

@@ -24,6 +24,8 @@ struct NodeSetup {
   NodeRoleKind role = NodeRoleKind::kSingleNode;
   std::string endpoint;  // node 0's coordinator, host:port (multi-node)
   std::string token;     // the job token every rank and node presents
+  // Where a token no one gave came from, for the error when node 0 refuses it ("" when given).
+  std::string token_origin;
   core::TlsFiles tls;
 };
 

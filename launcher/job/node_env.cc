@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "launcher/job/cluster_env.h"
+#include "launcher/job/slurm_token.h"
 #include "launcher/rendezvous/mpi_rendezvous.h"
 #include "launcher/rendezvous/ports.h"
 
@@ -203,6 +204,15 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
     setup.token = Trim(base::ReadWholeFile(o->token_file, "--token-file"));
   } else if (const char* t = std::getenv("DLAUNCH_JOB_TOKEN"); t && *t) {
     setup.token = t;
+  } else if (engine == "slurm") {
+    // Every task of the step derives the same token from the user's secret (slurm_token.h).
+    const std::string secret = DefaultJobSecretPath();
+    setup.token = SlurmStepToken(CurrentEnv(), secret);
+    setup.token_origin =
+        "this Slurm step's job token comes from " + secret +
+        ", which must be the same file on every node (a home directory the "
+        "nodes share); else export DLAUNCH_JOB_TOKEN=$(openssl rand -hex 16) before "
+        "srun, which passes it to every task";
   }
   if (setup.token.size() < 16) {
     throw UsageError(

@@ -61,9 +61,13 @@ class NodeZero : public NodeRole {
         report.verdict) {
       return;
     }
-    // The failure's picture across ranks: each one's last collective, phase and memory (the
-    // root-cause block was printed once already, by the agent's Judge).
-    std::cerr << FormatDiagnosisAfterRootCause(AnalyzeRunDir(run_dir_, world_size_)) << std::flush;
+    // The failure's picture across ranks: each one's last collective, phase and memory. The
+    // agent's Judge printed the root-cause block of a rank of this node; a stop (another node's
+    // rank failed) printed only its reason, so the diagnosis' block names that rank here.
+    const Diagnosis d = AnalyzeRunDir(run_dir_, world_size_);
+    const bool block_printed = !report.result.stop_code && report.result.first_failure;
+    std::cerr << (block_printed ? FormatDiagnosisAfterRootCause(d) : FormatDiagnosis(d))
+              << std::flush;
   }
 
   bool Next(AttemptReport* report, JobPlan* plan, std::string* how,
@@ -284,6 +288,9 @@ class JoiningNode : public NodeRole {
       resp = agent_->Join(Request(0), JoinWait());
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kInvalidArgument) throw UsageError(e.what());
+      if (e.kind() == ErrorKind::kUnauthenticated && !setup_.token_origin.empty()) {
+        throw Error(e.kind(), std::string(e.what()) + " (" + setup_.token_origin + ")");
+      }
       throw;
     }
     if (resp.finished()) {
@@ -427,6 +434,8 @@ class JoiningNode : public NodeRole {
       x->set_exited(r.exited);
       x->set_exit_code(r.exit_code);
       x->set_signal(r.signal);
+      x->set_torn_down(r.torn_down);
+      x->set_end_unix_ms(r.end_unix_ms);
     }
     return status;
   }

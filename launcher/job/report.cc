@@ -44,7 +44,8 @@ RunState StateOf(const NodeView& n, int job_exit_code) {
 // Another node's rank, as its node last reported it.
 RunState StateOf(const v1::RankExit& r, bool node_lost) {
   if (!r.exited()) return node_lost ? RunState::kLost : RunState::kRunning;
-  return r.signal() == 0 && r.exit_code() == 0 ? RunState::kOk : RunState::kFailed;
+  if (r.signal() == 0 && r.exit_code() == 0) return RunState::kOk;
+  return r.torn_down() ? RunState::kKilled : RunState::kFailed;
 }
 
 }  // namespace
@@ -143,6 +144,7 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
       rank.pid = r.pid();
       rank.status = StateOf(r, n.lost);
       if (r.exited()) {
+        if (r.end_unix_ms() > 0) rank.end_unix_ms = r.end_unix_ms();
         rank.signal = r.signal();
         rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
       }

@@ -182,7 +182,8 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
   return Join(parts);
 }
 
-Topology ReadTopology() {
+Topology ReadTopology(const std::string& sysfs) {
+  const fs::path root(sysfs);
   Topology m;
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -191,7 +192,7 @@ Topology ReadTopology() {
       if (CPU_ISSET(c, &set)) m.allowed_cpus.push_back(c);
   }
   std::error_code ec;
-  for (auto it = fs::directory_iterator("/sys/devices/system/node", ec);
+  for (auto it = fs::directory_iterator(root / "devices/system/node", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename();
     if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
@@ -201,14 +202,14 @@ Topology ReadTopology() {
     }
   }
   for (int c : m.allowed_cpus) {
-    const fs::path topo = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology";
+    const fs::path topo = root / "devices/system/cpu" / ("cpu" + std::to_string(c)) / "topology";
     m.cpu_socket[c] = ReadInt(topo / "physical_package_id", 0);
     m.cpu_core[c] = ReadInt(topo / "core_id", c);
   }
   // NVIDIA display and 3D controllers in PCI bus order, nvidia-smi's numbering (and CUDA's
   // with CUDA_DEVICE_ORDER=PCI_BUS_ID); sysfs has them also where /proc/driver/nvidia is hidden.
   std::vector<fs::path> gpus;
-  for (auto it = fs::directory_iterator("/sys/bus/pci/devices", ec);
+  for (auto it = fs::directory_iterator(root / "bus/pci/devices", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
     if (ReadLine(it->path() / "vendor") == "0x10de" &&
         ReadLine(it->path() / "class").rfind("0x03", 0) == 0) {

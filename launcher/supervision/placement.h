@@ -21,8 +21,9 @@ struct Topology {
   std::vector<int> gpu_numa;  // per GPU in PCI bus order (nvidia-smi's): NUMA node, -1 unknown
 };
 
-// /sys/devices/system/{node,cpu}, the NVIDIA devices in /sys/bus/pci and sched_getaffinity.
-Topology ReadTopology();
+// <sysfs>/devices/system/{node,cpu}, the NVIDIA devices in <sysfs>/bus/pci and
+// sched_getaffinity. `sysfs` is another root only for tests of made-up machines.
+Topology ReadTopology(const std::string& sysfs = "/sys");
 
 struct PlacementRequest {
   std::string gpu_binding = "local-rank";  // local-rank | isolate | none

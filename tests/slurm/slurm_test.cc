@@ -3,6 +3,7 @@
 // every rank with exit 143. Skips when not root or slurm-wlm is absent.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -71,8 +72,9 @@ class SlurmTest : public ::testing::Test {
     fs::create_directories(dir_);
     port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
   }
-  std::vector<std::string> Env() {
-    return {kToken, "SLURM_CONF=" + (kState / "slurm.conf").string(), "DLAUNCH_RDZV_PORT=" + port_};
+  // `token` "DLAUNCH_JOB_TOKEN=": none, so each task derives the step's from $HOME's secret.
+  std::vector<std::string> Env(const std::string& token = kToken) {
+    return {token, "SLURM_CONF=" + (kState / "slurm.conf").string(), "DLAUNCH_RDZV_PORT=" + port_};
   }
   std::string Logs() { return (dir_ / "logs").string(); }
   // The one run directory of the test, with its summary.
@@ -101,6 +103,40 @@ TEST_F(SlurmTest, SrunTwoTasksFormOneFourRankJob) {
   int registered = 0;
   for (const auto& l : srun.out_lines) registered += l.find("of 4 local") != std::string::npos;
   EXPECT_EQ(registered, 4) << srun.err_text();
+}
+
+TEST_F(SlurmTest, WithoutATokenTheTasksOfAStepDeriveOneFromTheUsersSecret) {
+  std::vector<std::string> env = Env("DLAUNCH_JOB_TOKEN=");
+  env.push_back("HOME=" + (dir_ / "home").string());
+  fs::create_directories(dir_ / "home");
+  Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", DLAUNCH_BIN, "--log-dir", Logs(),
+                 "--nproc", "2", TEST_RANK_BIN, "register"},
+                env);
+  ASSERT_EQ(srun.Wait(seconds(120)), 0) << srun.err_text();
+  auto summary = OnlySummary();
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["ranks"].size(), 4u) << summary.dump();
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "home" / ".dlaunch" / "job-secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(SlurmTest, TasksThatDoNotShareTheSecretAreRefusedSayingWhatToExport) {
+  // Each task its own home, as on nodes whose home directories are not shared.
+  std::vector<std::string> env = Env("DLAUNCH_JOB_TOKEN=");
+  env.push_back("HOMES=" + dir_.string());
+  Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", "/bin/sh", "-c",
+                 std::string("mkdir -p $HOMES/home$SLURM_PROCID && HOME=$HOMES/home$SLURM_PROCID "
+                             "exec ") +
+                     DLAUNCH_BIN + " --log-dir " + Logs() + " --rdzv-timeout 5 --nproc 1 " +
+                     TEST_RANK_BIN + " register"},
+                env);
+  EXPECT_NE(srun.Wait(seconds(120)), 0) << srun.err_text();
+  EXPECT_NE(srun.err_text().find("wrong or missing job token"), std::string::npos)
+      << srun.err_text();
+  EXPECT_NE(srun.err_text().find("which must be the same file on every node"), std::string::npos)
+      << srun.err_text();
+  EXPECT_NE(srun.err_text().find("export DLAUNCH_JOB_TOKEN"), std::string::npos) << srun.err_text();
 }
 
 TEST_F(SlurmTest, SbatchTasksFormOneJobWithAndWithoutSrun) {
