@@ -45,6 +45,24 @@ int64_t InFlightSeq(const core::RankStatus& s) {
              : s.last_started_seq;
 }
 
+// When a linked rank last moved: its own account where it gives one (the Python agent's
+// progress_unix_ms counts the start of the call it is in, the coordinator's the heartbeat that
+// showed the change), else when the monitor saw its seq or step change.
+int64_t ProgressOf(int64_t seen_unix_ms, const RankLiveState& r) {
+  return r.last_progress_unix_ms > 0 ? r.last_progress_unix_ms : seen_unix_ms;
+}
+
+// Every linked, living rank has sent a heartbeat at or after `since` (its status is at least that
+// new), or is stopped and cannot move.
+bool AllReportedSince(const std::vector<RankLiveState>& ranks, int64_t since) {
+  for (const RankLiveState& r : ranks) {
+    if (!r.linked || r.exited || r.last_heartbeat_unix_ms >= since) continue;
+    const std::string state = r.pid > 0 ? ProcessState(r.pid) : "";
+    if (state.empty() || state[0] != 'T') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 HangMonitor::HangMonitor(JobView& job, Options options) : job_(job), options_(std::move(options)) {}
@@ -92,7 +110,7 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
           now - r.last_heartbeat_unix_ms > heartbeat_ms) {
         add(who + ": no heartbeat for " + FormatDurationMs(now - r.last_heartbeat_unix_ms));
       }
-      const int64_t progress = std::max(t.progress_unix_ms, r.last_progress_unix_ms);
+      const int64_t progress = ProgressOf(t.progress_unix_ms, r);
       newest_progress = std::max(newest_progress, progress);
       // A native rank may report its phase before the seq of the collective it enters.
       const bool in_flight = r.status.last_started_seq > r.status.last_completed_seq ||
@@ -123,8 +141,7 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
       if (p.rank == r->rank || !(p.linked || p.exited)) continue;
       if (p.exited || InFlightSeq(p.status) < seq) absent.push_back(p.rank);
     }
-    const int64_t waited =
-        now - std::max(tracks_[r->rank].progress_unix_ms, r->last_progress_unix_ms);
+    const int64_t waited = now - ProgressOf(tracks_[r->rank].progress_unix_ms, *r);
     const std::string where = "rank " + std::to_string(r->rank) + ": no progress for " +
                               FormatDurationMs(waited) + " in collective #" + std::to_string(seq) +
                               (r->status.current_op.empty() ? "" : " " + r->status.current_op);
@@ -137,9 +154,16 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
   }
   if (reason.empty()) {
     stall_since_unix_ms_ = 0;
-  } else {
-    if (stall_since_unix_ms_ == 0) stall_since_unix_ms_ = now;
-    if (now - stall_since_unix_ms_ < options_.stall_confirm.count()) return "";
+    return reason;
+  }
+  if (stall_since_unix_ms_ == 0) stall_since_unix_ms_ = now;
+  // The rule was judged from heartbeats up to one interval old: a peer may have entered the
+  // collective since its last one. The stall counts once every rank has reported after the rule
+  // first held and it still holds, or, for a rank that cannot report (holding the GIL), once it
+  // has held for stall_confirm.
+  if (now - stall_since_unix_ms_ < options_.stall_confirm.count() &&
+      !AllReportedSince(ranks, stall_since_unix_ms_)) {
+    return "";
   }
   return reason;
 }

@@ -21,9 +21,11 @@ class HangMonitor {
     // output from a rank that has neither libdlaunch nor the Python agent.
     std::chrono::milliseconds hang_timeout{std::chrono::seconds(300)};
     bool silence_is_hang = false;
-    // A collective stall counts once it has held this long: heartbeats (the Python agent's files
-    // above all) are up to one heartbeat interval old, so a peer that has just entered the
-    // collective (leaving a declared section, say) can still read as absent. 0: at once.
+    // Heartbeats are up to one interval old, so a peer that has just entered the collective
+    // (leaving a declared section, say) can still read as absent. A collective stall counts once
+    // every linked rank has sent a heartbeat since it first held (a stopped rank need not) and it
+    // still holds, or at the latest once it has held this long (a Python rank whose agent cannot
+    // get the GIL sends none). 0: at once.
     std::chrono::milliseconds stall_confirm{0};
     // A linked rank whose heartbeats stop for this long is stalled (stopped, swapping, dead host).
     std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};

@@ -66,10 +66,13 @@ void HostedCoordinator::Tick() {
 std::string HostedCoordinator::RankError(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rank_errors_.find(rank);
-  return it == rank_errors_.end() ? "" : it->second;
+  const std::string error = it == rank_errors_.end() ? "" : it->second;
+  auto mismatch = root_mismatch_.find(rank);
+  if (mismatch == root_mismatch_.end()) return error;
+  return mismatch->second + (error.empty() ? "" : "; " + error);
 }
 
-size_t HostedCoordinator::RootCause(const AttemptResult& result) const {
+size_t HostedCoordinator::RootCause(const AttemptResult& result) {
   const size_t fallback = result.first_failure.value_or(0);
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
@@ -98,6 +101,18 @@ size_t HostedCoordinator::RootCause(const AttemptResult& result) const {
     }
     run.ranks[o.rank].summary = std::move(s);
   }
+  // A rank whose collective differs from the others' is at fault, whichever rank that made fail
+  // first: Gloo aborts the rank that received more bytes than it expected, not the sender.
+  const Diagnosis verdict = Analyze(run);
+  if (verdict.kind == rundir::DiagnosisKind::kMismatch) {
+    for (int culprit : verdict.culprit_ranks) {
+      auto it = index.find(culprit);
+      if (it == index.end()) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      root_mismatch_[culprit] = verdict.headline;
+      return it->second;
+    }
+  }
   std::vector<RankFacts> facts;
   facts.reserve(run.ranks.size());
   for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, FactsOptions{}));
@@ -112,6 +127,7 @@ void HostedCoordinator::Reset() {
   hang_diagnosed_ = false;
   std::lock_guard<std::mutex> lock(mu_);
   rank_errors_.clear();
+  root_mismatch_.clear();
 }
 
 void HostedCoordinator::Shutdown() {

@@ -1,7 +1,7 @@
 """dlaunch's rank agent: one per Python rank, started by sitecustomize.
 
 It keeps the flight recorder, and talks to the launcher through files of the rank directory
-(docs/run-directory.md, "Python ranks"): heartbeat.json every heartbeat interval, flight.json
+(docs/run-directory.md, "Python ranks"): heartbeat.json every 200 ms at most, flight.json
 periodically and on request, exit and signals, py_stacks.txt on request, telemetry lines in
 events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
 replacing dump_request; the agent's thread looks for it every 100 ms.
@@ -27,6 +27,11 @@ DUMP_REQUEST_FILE = "dump_request"
 
 _POLL_S = 0.1
 _FLIGHT_EVERY_S = 2.0
+# The launcher counts a collective stall only once every rank has sent a heartbeat after the
+# stall first held (an older one may miss a peer that has just entered the call), so the
+# heartbeat period is what a hang waits past --hang-timeout: at most this, whatever
+# DLAUNCH_HEARTBEAT_MS says. One heartbeat is a small file replaced, a few hundred microseconds.
+_BEAT_MAX_S = 0.2
 
 _agent = None
 
@@ -64,7 +69,8 @@ class Agent:
         self.rank = int(os.environ.get("RANK", "0") or 0)
         world = int(os.environ.get("WORLD_SIZE", "0") or 0)
         self.recorder = FlightRecorder(self.rank, world)
-        self.heartbeat_s = max(0.1, int(os.environ.get("DLAUNCH_HEARTBEAT_MS", "1000")) / 1000.0)
+        self.heartbeat_s = min(_BEAT_MAX_S, max(
+            _POLL_S, int(os.environ.get("DLAUNCH_HEARTBEAT_MS", "1000")) / 1000.0))
         self.pid = os.getpid()
         self._lock = threading.Lock()
         self.phase = "init"

@@ -82,6 +82,7 @@ class FlightRecorder:
         self.version = 0  # bumped on every change: the periodic dump skips an unchanged ring
         self.last_change_ns = 0
         self._tail = None
+        self._flying = {}  # seq -> entry still started, oldest first (a heartbeat reads it)
 
     def open_tail(self, path):
         """Starts the tail file (emptied: a new rank's entries only), mapped shared, so a write
@@ -152,7 +153,12 @@ class FlightRecorder:
             e.scheduled_ns = e.started_ns = now
             e.completed_ns = 0
             e.error = ""
-            self._ring[e.seq % self.capacity] = e
+            slot = e.seq % self.capacity
+            old = self._ring[slot]
+            if old is not None:
+                self._flying.pop(old.seq, None)  # an async call never waited on, out of the ring
+            self._ring[slot] = e
+            self._flying[e.seq] = e
             self.last_started = e.seq
             self.version += 1
             self.last_change_ns = now
@@ -165,6 +171,7 @@ class FlightRecorder:
                 return
             e.state = COMPLETED
             e.completed_ns = time.time_ns()
+            self._flying.pop(e.seq, None)
             if e.seq > self.last_completed:
                 self.last_completed = e.seq
             self.version += 1
@@ -177,6 +184,7 @@ class FlightRecorder:
                 return
             e.state = FAILED
             e.completed_ns = time.time_ns()
+            self._flying.pop(e.seq, None)
             e.error = error
             self.version += 1
             self.last_change_ns = e.completed_ns
@@ -189,10 +197,8 @@ class FlightRecorder:
 
     def in_flight(self):
         """The oldest entry still started, or None."""
-        for e in self.entries():
-            if e.state == STARTED:
-                return e
-        return None
+        with self._lock:
+            return next(iter(self._flying.values()), None)
 
     def to_json(self, reason):
         entries = [e.to_json() for e in self.entries()]

@@ -60,6 +60,13 @@ HangMonitor::Options Quick() {
   return o;
 }
 
+// As the launcher runs it: a stall waits for heartbeats sent since, or 2 s at the latest.
+HangMonitor::Options Confirming() {
+  HangMonitor::Options o = Quick();
+  o.stall_confirm = std::chrono::milliseconds(2000);
+  return o;
+}
+
 TEST(HangRulesTest, SilentRanksOutsideAnyCollectiveAreNoHang) {
   QuietJob job(3);
   job.Place(4, {});
@@ -110,9 +117,7 @@ TEST(HangRulesTest, AStallMustOutlastStaleHeartbeatsToCount) {
   // waiting alone until its next write says #5 completed.
   QuietJob job(2);
   job.Place(4, {0});
-  HangMonitor::Options o = Quick();
-  o.stall_confirm = std::chrono::milliseconds(2000);
-  HangMonitor monitor(job, o);
+  HangMonitor monitor(job, Confirming());
   EXPECT_FALSE(monitor.Poll(kT0).has_value());
   EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + 1).has_value());
   EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + 1000).has_value());
@@ -125,6 +130,52 @@ TEST(HangRulesTest, AStallMustOutlastStaleHeartbeatsToCount) {
   auto d = monitor.Poll(kT0 + 3 * kTimeoutMs + 2000);
   ASSERT_TRUE(d.has_value());
   EXPECT_THAT(d->trigger, HasSubstr("in collective #6, rank 1 has not entered it"));
+}
+
+// Heartbeats written after the stall first held show where every rank is now: no need to wait
+// out the whole confirmation window.
+TEST(HangRulesTest, HeartbeatsSentSinceTheStallConfirmItAtOnce) {
+  QuietJob job(3);
+  job.Place(4, {0, 2});
+  HangMonitor monitor(job, Confirming());
+  EXPECT_FALSE(monitor.Poll(kT0).has_value());
+  EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + 1).has_value());  // heartbeats from before it
+  job.ranks[0].last_heartbeat_unix_ms = job.ranks[1].last_heartbeat_unix_ms =
+      kT0 + kTimeoutMs + 150;
+  EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + 200).has_value());  // rank 2's is still older
+  job.ranks[2].last_heartbeat_unix_ms = kT0 + kTimeoutMs + 210;
+  auto d = monitor.Poll(kT0 + kTimeoutMs + 250);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_THAT(d->trigger, HasSubstr("in collective #5, rank 1 has not entered it"));
+}
+
+TEST(HangRulesTest, AHeartbeatSinceTheStallThatShowsThePeerInsideClearsIt) {
+  QuietJob job(2);
+  job.Place(4, {0});
+  HangMonitor monitor(job, Confirming());
+  EXPECT_FALSE(monitor.Poll(kT0).has_value());
+  EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + 1).has_value());
+  // Rank 1 left a section and entered #5 just after its last heartbeat; the next one says so.
+  job.ranks[1].status.last_started_seq = 5;
+  job.ranks[1].last_progress_unix_ms = kT0 + kTimeoutMs - 300;
+  for (RankLiveState& r : job.ranks) r.last_heartbeat_unix_ms = kT0 + kTimeoutMs + 100;
+  for (int64_t t = 250; t <= 5000; t += 250) {
+    EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs + t).has_value()) << t;
+  }
+}
+
+// The Python agent reports when its rank last moved, the start of the call it is in included:
+// the timeout runs from there, not from when the monitor first read the heartbeat.
+TEST(HangRulesTest, TheTimeoutRunsFromTheProgressTheRankReports) {
+  QuietJob job(2);
+  job.Place(4, {0});
+  for (RankLiveState& r : job.ranks) r.last_progress_unix_ms = kT0 - 900;
+  HangMonitor monitor(job, Quick());
+  EXPECT_FALSE(monitor.Poll(kT0).has_value());
+  EXPECT_FALSE(monitor.Poll(kT0 + kTimeoutMs - 900).has_value());
+  auto d = monitor.Poll(kT0 + kTimeoutMs - 899);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_THAT(d->trigger, HasSubstr("no progress for 10 s in collective #5"));
 }
 
 TEST(HangRulesTest, OpaqueSilenceCountsOnlyWhenAskedFor) {

@@ -27,6 +27,22 @@ class PythonAgentTest : public PythonJobTest {
     err_ = l.err_text();
     return code;
   }
+  // The launcher's first root-cause block (printed as the first rank exits) and summary.json's
+  // error name `rank` and `what`.
+  void ExpectRootCauseNames(int rank, const std::string& what) {
+    const size_t block = err_.find("Root Cause (first observed failure):");
+    ASSERT_NE(block, std::string::npos) << err_;
+    const size_t end = err_.find("\n  logs", block);
+    const std::string text = err_.substr(block, end == std::string::npos ? end : end - block);
+    EXPECT_THAT(text, HasSubstr("  rank      : " + std::to_string(rank) + " (local_rank: "))
+        << text;
+    EXPECT_THAT(text, HasSubstr("  error     : " + what)) << text;
+    const nlohmann::json summary = ReadJson(RunDir() / "summary.json");
+    ASSERT_TRUE(summary.is_object()) << err_;
+    const std::string error = summary.value("error", "");
+    EXPECT_EQ(error.rfind("rank " + std::to_string(rank) + " failed", 0), 0u) << error;
+    EXPECT_THAT(error, HasSubstr(what)) << error;
+  }
   std::string err_;
 };
 
@@ -68,7 +84,8 @@ TEST_P(SizeMismatchTest, NamesThePeerThatSentTheWrongSize) {
   EXPECT_EQ(d["seq"], 3);
   EXPECT_THAT(d["headline"].get<std::string>(),
               HasSubstr("rank 1 called allreduce float x66560 (260 KiB) while rank"));
-  EXPECT_THAT(err_, HasSubstr("MISMATCH at collective #3"));
+  // Gloo aborted rank 0 (or another receiver) first; the root cause is still the sender.
+  ExpectRootCauseNames(1, "MISMATCH at collective #3 (SIZE_OR_SYNTAX_MISMATCH): rank 1 called");
   const std::string details = d["details"].dump();
   EXPECT_THAT(details, HasSubstr("aborted by Gloo: a peer sent ")) << details;
   EXPECT_THAT(details, HasSubstr("x66560 (260 KiB) at ")) << details;
@@ -89,6 +106,7 @@ TEST_P(DtypeMismatchTest, IsNamed) {
   nlohmann::json d = Diagnosis();
   EXPECT_EQ(d["mismatch_type"], "COLLECTIVE_DTYPE_MISMATCH") << d.dump(2);
   EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+  ExpectRootCauseNames(1, "MISMATCH at collective #3 (COLLECTIVE_DTYPE_MISMATCH): rank 1 called");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DtypeMismatchTest, ::testing::Values(2, 4));
