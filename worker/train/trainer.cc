@@ -189,13 +189,12 @@ void Trainer::Setup() {
   optimizer_ = std::make_unique<torch::optim::SGD>(
       model_->parameters(),
       torch::optim::SGDOptions(opts_.lr).momentum(opts_.momentum).weight_decay(opts_.weight_decay));
-  if (opts_.amp == "fp16") {
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
-    amp_scale_ = torch::full({1}, 65536.0, f32);
-    amp_found_inf_ = torch::zeros({1}, f32);
-    amp_growth_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt32).device(device_));
-  }
   SetupCommunicator();
+  if (opts_.amp == "fp16") {
+    ddp::GradScalerOptions so;
+    so.timeout = timeout_;
+    scaler_ = std::make_unique<ddp::GradScaler>(so, device_, comm_);
+  }
 
   if (opts_.preflight && ctx_.world_size > 1) {
     phase_ = core::Phase::kPreflight;
@@ -321,7 +320,7 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
     MemoryCheckpoint(MemoryPhase::kForward);
     phase_ = core::Phase::kBackward;
     try {
-      (amp_scale_.defined() ? loss * amp_scale_ : loss).backward();
+      (scaler_ ? scaler_->Scale(loss) : loss).backward();
     } catch (...) {
       ddp_->RethrowSyncError();
       throw;
@@ -340,17 +339,13 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
     static_cast<torch::optim::SGDOptions&>(group.options())
         .lr(ScheduledLearningRate(opts_, step_, total_steps_));
   }
-  if (amp_scale_.defined()) {
-    // torch.cuda.amp.GradScaler: unscale, skip the step on inf/NaN gradients (every rank sees the
-    // same averaged gradients, so all skip together), then adapt the scale.
+  if (scaler_) {
     std::vector<torch::Tensor> grads;
     for (auto& p : model_->parameters()) {
       if (p.grad().defined()) grads.push_back(p.grad());
     }
-    amp_found_inf_.zero_();
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, amp_found_inf_, amp_scale_.reciprocal());
-    if (amp_found_inf_.item<float>() == 0) optimizer_->step();
-    at::_amp_update_scale_(amp_scale_, amp_growth_, amp_found_inf_, 2.0, 0.5, 2000);
+    if (scaler_->Unscale(grads)) optimizer_->step();  // every rank decides alike
+    scaler_->Update();
   } else {
     optimizer_->step();
   }
