@@ -224,6 +224,8 @@ run() {
   else
     log "3/4 skipped: the cross-rank hang test needs 2 GPUs (the abort path ran in step 1)"
   fi
+  # fp16 autocast + gradient scaler (`train --amp fp16`), when the bundled worker has CUDA libtorch.
+  if "$bin/dlaunch-worker" train --help >/dev/null 2>&1; then timeout 300 "$bin/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id train-amp-fp16 train --device cuda --amp fp16 --steps 300 --eval-every 100 --no-preflight 2>&1 | tee "$OUT_DIR/train-amp-fp16.txt" || failed=1; else log "train --amp fp16 skipped: this worker has no libtorch"; fi
   # 4. dlaunch doctor against the real driver and GPU: the report for the log, and the JSON to keep
   #    as tests/doctor/fixtures/doctor_output_<gpu>.json (a test replays every such file).
   log "4/4 dlaunch doctor"
