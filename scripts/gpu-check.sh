@@ -315,6 +315,21 @@ print("placement:", "PASS" if ok else "FAIL"); sys.exit(0 if ok else 1)
 PY
 }
 
+# A short CUDA training with fp16 autocast and the gradient scaler; passes (as skipped) when the
+# bundled worker's libtorch was built without CUDA, as Debian's is.
+train_fp16_part() {
+  local out="$OUT_DIR/parts/train-amp-fp16-run.txt" rc
+  "$BIN/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id train-amp-fp16 \
+    train --device cuda --amp fp16 --steps 300 --eval-every 100 --no-preflight 2>&1 |
+    tee "$out"
+  rc=${PIPESTATUS[0]}
+  if grep -q "this build's libtorch has no CUDA\|has no libtorch" "$out"; then
+    log "train --amp fp16 skipped: the worker's libtorch has no CUDA"
+    return 0
+  fi
+  return "$rc"
+}
+
 nccl_version() {
   # The version the bundled or found libnccl reports, from the NCCL INFO log of a preflight.
   grep -ho 'NCCL version [0-9.]*[^ ]*' "$OUT_DIR"/logs/*/rank0/nccl.log 2>/dev/null | head -1 |
@@ -343,7 +358,7 @@ setup_run() {
   SECONDS=0
   # The parts run in child shells (`part` runs them under timeout).
   export BIN OUT_DIR BACKEND TAG
-  export -f log check_busbw preflight_part nccl_log_part doctor_part placement_part
+  export -f log check_busbw preflight_part nccl_log_part doctor_part placement_part train_fp16_part
 }
 
 run() {
@@ -387,6 +402,9 @@ run() {
 
   # Placement on the real topology: GPU 0 and CPUs of GPU 0's NUMA node.
   part placement 60 placement_part
+
+  # fp16 autocast + gradient scaler (`train --amp fp16`).
+  part train-amp-fp16 300 train_fp16_part
 
   # 4. dlaunch doctor against the real driver and GPU.
   part doctor 60 doctor_part

@@ -77,7 +77,8 @@ def pytorch(a, n, env):
         load0, start = load(), time.time()
         out = run(["/usr/bin/torchrun", "--nproc_per_node", str(n), "--master_port",
                    str(free_port()), "--redirects", "1", "--tee", "1", "--log_dir", logs, os.path.join(HERE, "fmnist_ddp.py"), "--epochs",
-                   str(a.epochs), "--data-dir", a.data_dir], env)
+                   str(a.epochs), "--data-dir", a.data_dir, "--linear-kernel",
+                   a.pytorch_linear_kernel], env)
         wall = time.time() - start
     lines = [json.loads(l[l.find('{"impl"'):]) for l in out.splitlines() if '{"impl"' in l]
     evals = [e for e in lines if e["event"] == "eval"]
@@ -129,14 +130,22 @@ def med(runs, key):
 
 
 def report(a, recs):
-    side = [r for r in recs if r["impl"] in ("dlaunch", "pytorch") and r["epochs"] == a.epochs]
+    side_by_side(a, recs, "pytorch", "PyTorch")
+    side_by_side(a, recs, "pytorch_onednn", "PyTorch+oneDNN")
+    memory_table(recs)
+
+
+def side_by_side(a, recs, other, label):
+    """dlaunch against `other` (pytorch: nn.Linear; pytorch_onednn: dlaunch's linear kernel)."""
+    side = [r for r in recs if r["impl"] in ("dlaunch", other) and r["epochs"] == a.epochs]
     ranks = sorted({r["n"] for r in side})
     rows = [(n, [r for r in side if r["n"] == n and r["impl"] == "dlaunch"],
-             [r for r in side if r["n"] == n and r["impl"] == "pytorch"]) for n in ranks]
+             [r for r in side if r["n"] == n and r["impl"] == other]) for n in ranks]
     rows = [row for row in rows if row[1] and row[2]]
     if rows:
-        print("| ranks | runs (each) | epoch | dlaunch test acc | PyTorch test acc "
-              "| difference (points) |")
+        print()
+        print("| ranks | runs (each) | epoch | dlaunch test acc | %s test acc "
+              "| difference (points) |" % label)
         print("| --- | --- | --- | --- | --- | --- |")
         for n, d_runs, p_runs in rows:
             for e in range(a.epochs):
@@ -147,9 +156,9 @@ def report(a, recs):
                     n, len(d_runs), len(p_runs), e + 1, spread(d, "a", ".4f"),
                     spread(p_, "a", ".4f"), diff))
         print()
-        print("| ranks | dlaunch step ms | PyTorch step ms | step ratio | dlaunch samples/s "
-              "| PyTorch samples/s | dlaunch time to %.2f (s) | PyTorch time to %.2f (s) | ratio "
-              "| dlaunch wall (s) | PyTorch wall (s) | load avg |" % (a.target, a.target))
+        print("| ranks | dlaunch step ms | {0} step ms | step ratio | dlaunch samples/s "
+              "| {0} samples/s | dlaunch time to {1:.2f} (s) | {0} time to {1:.2f} (s) | ratio "
+              "| dlaunch wall (s) | {0} wall (s) | load avg |".format(label, a.target))
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for n, d_runs, p_runs in rows:
             dt, pt = med(d_runs, "t_target"), med(p_runs, "t_target")
@@ -163,6 +172,9 @@ def report(a, recs):
                      fmt(dt / pt if dt and pt else None, ".2f") + "x",
                      spread(d_runs, "wall", ".1f"), spread(p_runs, "wall", ".1f"),
                      statistics.median(loads), min(loads), max(loads)))
+
+
+def memory_table(recs):
     mem = [r for r in recs if r["impl"] == "memory"]
     off = [r for r in mem if r["every"] == 0]
     if not off:
@@ -194,6 +206,11 @@ def main():
     p.add_argument("--target", type=float, default=0.90)
     p.add_argument("--batch-size", type=int, default=32,
                    help="the per-rank batch both use (the default of each), for samples/s")
+    p.add_argument("--pytorch-linear-kernel", choices=["blas", "onednn"], default="blas",
+                   help="fmnist_ddp.py's fully connected layers: blas (nn.Linear, the default) or "
+                   "onednn (dlaunch's kernel: separates the kernel from the rest)")
+    p.add_argument("--only", choices=["dlaunch", "pytorch"],
+                   help="run one side only (to interleave the two over several invocations)")
     p.add_argument("--memory-steps", type=int, default=300)
     p.add_argument("--memory-repeat", type=int, default=3)
     p.add_argument("--skip-memory", action="store_true")
@@ -212,8 +229,12 @@ def main():
     if not a.report:
         for n in a.nprocs:
             for _ in range(a.repeat):
-                record(a, dict(dlaunch(a, n, env), impl="dlaunch", n=n, epochs=a.epochs), recs)
-                record(a, dict(pytorch(a, n, env), impl="pytorch", n=n, epochs=a.epochs), recs)
+                if a.only != "pytorch":
+                    record(a, dict(dlaunch(a, n, env), impl="dlaunch", n=n, epochs=a.epochs),
+                           recs)
+                if a.only != "dlaunch":
+                    impl = "pytorch" if a.pytorch_linear_kernel == "blas" else "pytorch_onednn"
+                    record(a, dict(pytorch(a, n, env), impl=impl, n=n, epochs=a.epochs), recs)
         if not a.skip_memory:
             for _ in range(a.memory_repeat):
                 for every in (0, 50, 1):

@@ -91,13 +91,23 @@ def find(d, name):
         else os.path.join(d, name)
 
 
-def make_model(classes):
+class OneDnnLinear(nn.Linear):
+    """nn.Linear computed as a 1 x 1 convolution (oneDNN), as `dlaunch train --linear-kernel
+    onednn` does: the same parameters, only the kernel differs."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return F.conv2d(x.reshape(n, -1, 1, 1), self.weight.view(self.out_features, -1, 1, 1),
+                        self.bias).view(n, -1)
+
+
+def make_model(classes, linear=nn.Linear):
     return nn.Sequential(nn.Unflatten(1, (1, 28, 28)),
                          nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
                          nn.MaxPool2d(2),
                          nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64),
                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, classes))
+                         linear(64 * 7 * 7, 128), nn.ReLU(), linear(128, classes))
 
 
 def lr_at(a, step, total):
@@ -119,6 +129,8 @@ def main():
     p.add_argument("--eval-batch-size", type=int, default=500)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--linear-kernel", choices=["blas", "onednn"], default="blas",
+                   help="blas: nn.Linear (PyTorch's own); onednn: dlaunch's default kernel")
     a = p.parse_args()
 
     dist.init_process_group("gloo")
@@ -136,7 +148,8 @@ def main():
 
     torch.manual_seed(a.seed)
     classes = int(max(train_y.max(), test_y.max())) + 1
-    model = DDP(make_model(classes), bucket_cap_mb=a.bucket_mb, broadcast_buffers=False)
+    linear = OneDnnLinear if a.linear_kernel == "onednn" else nn.Linear
+    model = DDP(make_model(classes, linear), bucket_cap_mb=a.bucket_mb, broadcast_buffers=False)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)
     n = train_x.shape[0]

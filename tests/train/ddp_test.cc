@@ -11,10 +11,12 @@
 #include <torch/utils.h>
 
 #include <atomic>
+#include <limits>
 #include <mutex>
 
 #include "core/comm/comm_options.h"
 #include "core/store.h"
+#include "ddp/grad_scaler.h"
 #include "tests/train/train_test_util.h"
 
 namespace dlaunch::ddp {
@@ -229,6 +231,40 @@ TEST_F(DdpTest, BucketsStartDuringBackward) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(total[r], 6) << "rank " << r;
     EXPECT_GE(seen_before_first_layer[r], 4) << "rank " << r;  // the two later layers
+  }
+}
+
+// fp16's loss scaler across ranks: an inf in one rank's gradients makes every rank skip the step
+// and halve its scale, so the replicas stay identical; the next finite step is taken everywhere.
+TEST_F(DdpTest, GradScalerSkipsOnEveryRankWhenOneRankOverflows) {
+  constexpr int kWorld = 3;
+  auto store = core::MakeMemoryStore();
+  std::vector<std::vector<int>> taken(kWorld);
+  std::vector<std::vector<double>> scales(kWorld);
+  std::vector<std::string> errors(kWorld);
+  worker::testing::RunRanks(kWorld, [&](int rank) {
+    try {
+      GradScalerOptions o;
+      o.init_scale = 256;
+      o.growth_interval = 2;
+      GradScaler scaler(o, torch::kCPU, MakeComm(rank, kWorld, store));
+      for (int step = 0; step < 4; ++step) {
+        // Step 1: only rank 1's gradients overflow (no all-reduce of gradients carries it).
+        float g = step == 1 && rank == 1 ? std::numeric_limits<float>::infinity() : 256.0f;
+        std::vector<torch::Tensor> grads = {torch::full({5}, g), torch::ones({2})};
+        taken[rank].push_back(scaler.Unscale(grads));
+        scaler.Update();
+        scales[rank].push_back(scaler.scale());
+      }
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(taken[r], (std::vector<int>{1, 0, 1, 1})) << "rank " << r;
+    // 256; halved by the skip; the tracker restarts, so it grows on the second good step after it.
+    EXPECT_EQ(scales[r], (std::vector<double>{256, 128, 128, 256})) << "rank " << r;
   }
 }
 

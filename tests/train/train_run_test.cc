@@ -90,6 +90,32 @@ class TrainRunTest : public ::testing::Test {
   void SetUp() override { torch::set_num_threads(1); }
 };
 
+// --linear-kernel onednn changes the kernel only: the same parameter names and initial values (so
+// checkpoints load either way), the same outputs and gradients up to float rounding.
+TEST_F(TrainRunTest, OneDnnLinearComputesWhatLinearComputes) {
+  for (const std::string name : {"mlp", "cnn"}) {
+    ModelShape shape{256, 16, 16, 10, 32};
+    torch::manual_seed(5);
+    auto blas = MakeModel(name, shape);
+    shape.onednn_linear = true;
+    torch::manual_seed(5);
+    auto onednn = MakeModel(name, shape);
+    auto a = blas->named_parameters(), b = onednn->named_parameters();
+    ASSERT_EQ(a.keys(), b.keys()) << name;
+    for (const auto& key : a.keys()) EXPECT_TRUE(a[key].equal(b[key])) << name << " " << key;
+    torch::Tensor x = torch::randn({20, 256});
+    torch::Tensor ya = blas->forward(x), yb = onednn->forward(x);
+    EXPECT_LE((ya - yb).abs().max().item<double>(), 1e-4) << name;
+    ya.square().sum().backward();
+    yb.square().sum().backward();
+    for (const auto& key : a.keys()) {
+      const double scale = a[key].grad().abs().max().item<double>() + 1;
+      EXPECT_LE((a[key].grad() - b[key].grad()).abs().max().item<double>(), 1e-4 * scale)
+          << name << " " << key;
+    }
+  }
+}
+
 TEST_F(TrainRunTest, FourRanksMatchOneRankWithFourTimesTheBatch) {
   TempDir one, four;
   auto c1 = RunWorld(

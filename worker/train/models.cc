@@ -21,6 +21,26 @@ nn::Conv2d Conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
 }
 
+// nn::Linear whose product runs as a 1 x 1 convolution: oneDNN's convolution instead of the linked
+// BLAS's sgemm. The parameters keep nn::Linear's names, shapes and initialisation, so a checkpoint
+// loads into either.
+class OneDnnLinearImpl : public nn::LinearImpl {
+ public:
+  using nn::LinearImpl::LinearImpl;
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t n = x.size(0);
+    return torch::conv2d(x.reshape({n, -1, 1, 1}), weight.view({weight.size(0), -1, 1, 1}), bias)
+        .view({n, -1});
+  }
+};
+TORCH_MODULE(OneDnnLinear);
+
+nn::AnyModule Linear(int64_t in, int64_t out, bool onednn) {
+  if (onednn) return nn::AnyModule(OneDnnLinear(in, out));
+  return nn::AnyModule(nn::Linear(in, out));
+}
+
 // ResNet's basic block: two 3x3 convolutions with batch norm, plus the input (through a 1x1
 // convolution where the shape changes).
 class BasicBlockImpl : public nn::Module {
@@ -57,9 +77,13 @@ TORCH_MODULE(BasicBlock);
 
 torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape) {
   if (name == "mlp") {
-    return nn::Sequential(nn::Linear(shape.feature_dim, shape.hidden), nn::ReLU(),
-                          nn::Linear(shape.hidden, shape.hidden), nn::ReLU(),
-                          nn::Linear(shape.hidden, shape.classes));
+    nn::Sequential m;
+    m->push_back(Linear(shape.feature_dim, shape.hidden, shape.onednn_linear));
+    m->push_back(nn::ReLU());
+    m->push_back(Linear(shape.hidden, shape.hidden, shape.onednn_linear));
+    m->push_back(nn::ReLU());
+    m->push_back(Linear(shape.hidden, shape.classes, shape.onednn_linear));
+    return m;
   }
   int64_t h = shape.height, w = shape.width;
   if (h == 0) {
@@ -82,9 +106,9 @@ torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape
     m->push_back(nn::ReLU());
     m->push_back(nn::MaxPool2d(2));
     m->push_back(nn::Flatten());
-    m->push_back(nn::Linear(64 * (h / 4) * (w / 4), 128));
+    m->push_back(Linear(64 * (h / 4) * (w / 4), 128, shape.onednn_linear));
     m->push_back(nn::ReLU());
-    m->push_back(nn::Linear(128, shape.classes));
+    m->push_back(Linear(128, shape.classes, shape.onednn_linear));
     return m;
   }
   if (name == "resnet") {
@@ -100,7 +124,7 @@ torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape
     }
     m->push_back(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1})));
     m->push_back(nn::Flatten());
-    m->push_back(nn::Linear(64, shape.classes));
+    m->push_back(Linear(64, shape.classes, shape.onednn_linear));
     return m;
   }
   throw UsageError("train: unknown --model '" + name + "' (cnn | mlp | resnet)");

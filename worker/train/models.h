@@ -15,6 +15,10 @@ struct ModelShape {
   int64_t height = 0, width = 0;  // image models: 1 x height x width (0: feature_dim is a square)
   int64_t classes = 0;
   int64_t hidden = 256;  // mlp width
+  // Fully connected layers as 1 x 1 convolutions, which libtorch runs on oneDNN on the CPU rather
+  // than on the BLAS it links (Debian's: the reference netlib one, 4-5x slower at these sizes).
+  // Same parameters, initialisation and checkpoint layout; only the kernel differs.
+  bool onednn_linear = false;
 };
 
 // Throws UsageError for an unknown name or a shape the model cannot take. Does not block.

@@ -57,6 +57,10 @@ po::options_description Describe(TrainOptions& o) {
   add("amp", po::value(&o.amp)->default_value(o.amp)->implicit_value("bf16"),
       "mixed precision: bf16 autocast (CPU and CUDA; --amp alone) | fp16 autocast with a "
       "gradient scaler (CUDA) | off");
+  add("linear-kernel", po::value(&o.linear_kernel)->default_value(o.linear_kernel),
+      "fully connected layers on the CPU: auto (onednn when libtorch has oneDNN) | onednn (as 1 x "
+      "1 convolutions: oneDNN's kernels) | blas (the BLAS libtorch links; Debian's reference one "
+      "is 4-5x slower here)");
   add("checkpoint-dir", po::value(&o.checkpoint_dir),
       "where rank 0 writes checkpoints (after every epoch, every --checkpoint-every steps, on "
       "SIGUSR1)");
@@ -154,6 +158,8 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
   Require(o.amp != "fp16" || o.device == "cuda",
           "--amp fp16 needs --device cuda (its gradient scaler is for CUDA; on the CPU use --amp "
           "bf16)");
+  Require(o.linear_kernel == "auto" || o.linear_kernel == "onednn" || o.linear_kernel == "blas",
+          "--linear-kernel must be auto, onednn or blas, got '" + o.linear_kernel + "'");
   Require(o.checkpoint_every >= 0, "--checkpoint-every must be >= 0");
   Require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
           "--checkpoint-every needs --checkpoint-dir");

@@ -21,9 +21,9 @@ struct TrainOptions {
   bool augment = false;  // random shift by up to 2 pixels and horizontal flip (image data)
   int64_t steps = 0;     // optimizer steps; 0 = --epochs passes over the data
   int64_t epochs = 1;
-  int64_t eval_every = 0;  // steps between evaluations, besides the one after every epoch
-  int64_t eval_batch_size = 500;
-  int64_t batch_size = 32;  // per rank, per micro-batch
+  int64_t eval_every = 0;         // steps between evaluations, besides the one after every epoch
+  int64_t eval_batch_size = 128;  // activations stay in cache and under the mmap threshold
+  int64_t batch_size = 32;        // per rank, per micro-batch
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0.0005;
@@ -34,6 +34,9 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t grad_accum = 1;   // micro-batches per optimizer step
   std::string amp = "off";  // off | bf16 | fp16 (--amp alone: bf16)
+  // Fully connected layers: auto (onednn on the CPU when libtorch has oneDNN, else blas) | onednn
+  // (as 1 x 1 convolutions) | blas (torch::nn::Linear: the linked BLAS, cuBLAS on CUDA).
+  std::string linear_kernel = "auto";
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; checkpoints are also written after every epoch
   bool resume = false;

@@ -17,6 +17,7 @@
 
 #include "core/comm/communicator.h"
 #include "ddp/ddp.h"
+#include "ddp/grad_scaler.h"
 #include "worker/train/checkpoint.h"
 #include "worker/train/data_set.h"
 #include "worker/train/distributed_sampler.h"
@@ -86,8 +87,7 @@ class Trainer {
   std::unique_ptr<torch::optim::SGD> optimizer_;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
   std::unique_ptr<DistributedSampler> sampler_;
-  // fp16: the loss scale and its growth tracker, on the device (torch's GradScaler's state).
-  torch::Tensor amp_scale_, amp_growth_, amp_found_inf_;
+  std::unique_ptr<ddp::GradScaler> scaler_;  // --amp fp16
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;  // optimizer steps completed
