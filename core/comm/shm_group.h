@@ -104,8 +104,9 @@ class ShmGroup {
   void CheckShapes();
   // Meets every local rank: the barrier that separates writing a set from reading it.
   void Sync();
-  template <typename Ready>
-  bool WaitUntil(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleepers, Ready ready);
+  template <typename Ready, typename Bed>
+  bool WaitUntil(Ready ready, Bed bed);
+  bool Arrived(int local, uint32_t meeting) const;
   void CheckPeers();
   void WakeEveryone();
   [[noreturn]] void ThrowBroken();

@@ -138,7 +138,7 @@ void ShmGroup::SendRecv(const void* send, size_t send_bytes, int dst, void* recv
   ShmRankArea& me = seg_->ranks[rank_];
   while (out.active() || in.active()) {
     if (progress()) continue;
-    if (!WaitUntil(&me.doorbell, &me.dozing, can_move)) {
+    if (!WaitUntil(can_move, [&] { return ShmBed{&me.doorbell, &me.dozing}; })) {
       auto moved = [](const Transfer& t, const char* what) {
         return std::string(what) + " " +
                std::to_string(t.done > kHeaderBytes ? t.done - kHeaderBytes : 0) + " of " +

@@ -28,9 +28,14 @@ namespace dlaunch::core {
 struct alignas(64) ShmRankArea {
   pthread_mutex_t alive;  // robust: held while attached
   std::atomic<uint32_t> state;
-  std::atomic<uint64_t> arrived;  // barriers this rank has arrived at
   int32_t pid;
   ShmOpShape shape[2];  // by barrier parity, like the data
+  // This rank's arrival flag: the number of meetings it has arrived at (mod 2^32), written only
+  // by this rank and on a line of its own, so that a meeting is n stores to n lines that each
+  // waiter reads, rather than n read-modify-writes contending for one line. It is also the futex
+  // word that a waiter for this rank sleeps on; `watchers` counts those sleepers.
+  alignas(64) std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> watchers;
   // Rung by a peer that put data into, or took data out of, a channel of this rank: the futex
   // word this rank sleeps on during send/recv.
   alignas(64) std::atomic<uint32_t> doorbell;
@@ -45,9 +50,6 @@ struct alignas(64) ShmSegment {
   uint64_t channel_bytes;
   uint64_t total_bytes;
   std::atomic<uint32_t> mapped;
-  alignas(64) std::atomic<uint64_t> arrivals;    // sum over ranks of barriers arrived at
-  alignas(64) std::atomic<uint32_t> generation;  // barriers completed (the futex word)
-  std::atomic<uint32_t> sleepers;
   alignas(64) std::atomic<uint32_t> broken;
   std::atomic<int32_t> broken_by;  // local rank
   ShmRankArea ranks[1];            // local_size of them
@@ -85,12 +87,19 @@ inline void CpuRelax() {
 #endif
 }
 
-// Spins, then yields, then sleeps on `word` (announcing itself in `sleepers`) until ready();
-// whoever makes ready() true changes `word` and wakes the sleepers. Throws when the group breaks
-// or is aborted; returns false at deadline_.
-template <typename Ready>
-bool ShmGroup::WaitUntil(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleepers,
-                         Ready ready) {
+// Where a waiter sleeps: a futex word that whoever makes its condition true changes, and the
+// count of sleepers on it that tells that side to wake them.
+struct ShmBed {
+  std::atomic<uint32_t>* word;
+  std::atomic<uint32_t>* sleepers;
+};
+
+// Spins, then yields, then sleeps on bed()'s word (announcing itself in its sleepers) until
+// ready(); bed() is asked only while ready() is false, each time the waiter goes to sleep, so it
+// may name the word of whichever peer is still missing. Throws when the group breaks or is
+// aborted; returns false at deadline_.
+template <typename Ready, typename Bed>
+bool ShmGroup::WaitUntil(Ready ready, Bed bed) {
   if (ready()) return true;
   const auto spin_until = std::chrono::steady_clock::now() + spin_;
   do {
@@ -108,14 +117,17 @@ bool ShmGroup::WaitUntil(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sle
     if (aborted_.load() || seg_->broken.load() != kShmHealthy) ThrowBroken();
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline_) return false;
-    const uint32_t seen = word->load();
-    sleepers->fetch_add(1);
+    const ShmBed where = bed();
+    const uint32_t seen = where.word->load();
+    where.sleepers->fetch_add(1);
     if (ready()) {
-      sleepers->fetch_sub(1);
+      where.sleepers->fetch_sub(1);
       return true;
     }
-    FutexWait(word, seen, std::min<std::chrono::nanoseconds>(deadline_ - now, kShmSleepSlice));
-    sleepers->fetch_sub(1);
+    // Changed since `seen` (the condition came true meanwhile): the kernel returns at once.
+    FutexWait(where.word, seen,
+              std::min<std::chrono::nanoseconds>(deadline_ - now, kShmSleepSlice));
+    where.sleepers->fetch_sub(1);
     if (ready()) return true;
     try {
       CheckPeers();

@@ -33,18 +33,24 @@ int64_t MonotonicNanos() {
 }
 
 // A rank: allreduces of 8 MiB (many slot-sized chunks each, so a signal lands inside one) until
-// one fails; then records how and when under "result/<rank>" and exits 1.
-[[noreturn]] void RankMain(int rank, const std::string& dir) {
+// one fails; then records how and when under "result/<rank>" and exits 1. With `park`, 1 KiB
+// allreduces (one meeting each), and the victim stops calling them after its warm-up: it says
+// "parked" and pauses, so that the others end up asleep on its arrival flag.
+[[noreturn]] void RankMain(int rank, const std::string& dir, bool park) {
   auto store = std::make_shared<FileStore>(dir);
   int code = 1;
   try {
     CommOptions o = testing::GlooOptions(rank, kRanks, store, kTimeout);
     o.transport = "shm";
     auto comm = MakeCommunicator(o);
-    std::vector<float> buf(2 << 20, 1.0f);
+    std::vector<float> buf(park ? 256 : 2 << 20, 1.0f);
     for (int i = 0;; ++i) {
       comm->AllReduce({buf.data(), buf.size()}, ReduceOp::kSum)->Wait(std::chrono::seconds(30));
       if (i == 3) store->Add("warm", 1);
+      if (park && rank == kVictim && i == 3) {
+        store->Set("parked", "1");
+        while (true) pause();
+      }
     }
   } catch (const Error& e) {
     store->Set("result/" + std::to_string(rank), std::to_string(static_cast<int>(e.kind())) + " " +
@@ -65,6 +71,8 @@ struct Outcome {
 
 class ShmProcessTest : public ::testing::Test {
  protected:
+  virtual bool Park() const { return false; }
+
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("dlaunch-shm-proc-" + std::to_string(getpid()));
     fs::remove_all(dir_);
@@ -72,7 +80,7 @@ class ShmProcessTest : public ::testing::Test {
     for (int r = 0; r < kRanks; ++r) {
       pid_t pid = fork();
       ASSERT_GE(pid, 0);
-      if (pid == 0) RankMain(r, dir_.string());
+      if (pid == 0) RankMain(r, dir_.string(), Park());
       pids_.push_back(pid);
     }
     leader_pid_ = pids_[0];
@@ -166,6 +174,34 @@ TEST_F(ShmProcessTest, NothingLeftInDevShmWhenEveryRankIsKilled) {
     pid = -1;
   }
   // TearDown checks /dev/shm.
+}
+
+class ShmParkedPeerTest : public ShmProcessTest {
+ protected:
+  bool Park() const override { return true; }
+};
+
+TEST_F(ShmParkedPeerTest, PeerKilledWhileTheOthersSleepOnItsFlagFailsThemAtOnce) {
+  store_->Get("parked", milliseconds(10000));
+  // Long enough for the others to pass their spin and yield phases and sleep on its flag.
+  std::this_thread::sleep_for(milliseconds(200));
+  const int64_t killed_at = MonotonicNanos();
+  ASSERT_EQ(0, kill(pids_[kVictim], SIGKILL));
+  waitpid(pids_[kVictim], nullptr, 0);
+  pids_[kVictim] = -1;
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    Outcome o = Reap(r, std::chrono::seconds(20));
+    // The sleepers look at their peers' health every sleep slice, so they notice the death
+    // through its robust mutex long before the collective timeout. (The watchdog may call it a
+    // hang instead: the dead rank never started this op.)
+    EXPECT_NE(std::string::npos, o.message.find("died")) << o.message;
+    EXPECT_TRUE(o.kind == static_cast<int>(ErrorKind::kPeerGone) ||
+                o.kind == static_cast<int>(ErrorKind::kTimeout))
+        << o.kind << ": " << o.message;
+    EXPECT_LT(o.at_ns - killed_at, std::chrono::nanoseconds(kTimeout / 2).count()) << o.message;
+    EXPECT_NE(std::string::npos, o.message.find("rank 2")) << o.message;
+  }
 }
 
 }  // namespace
