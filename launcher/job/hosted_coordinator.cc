@@ -10,6 +10,7 @@
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/diagnose/rank_facts.h"
 #include "launcher/diagnose/run_snapshot.h"
+#include "launcher/job/report.h"
 
 namespace dlaunch::launcher {
 
@@ -31,6 +32,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     supervisor_ = supervisor;
     run_dir_ = plan.run_dir();
     world_size_ = plan.world_size();
+    attempt_ = plan.membership().attempt;
   }
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
@@ -69,7 +71,8 @@ std::string HostedCoordinator::RankError(int rank) {
   return it == rank_errors_.end() ? "" : it->second;
 }
 
-size_t HostedCoordinator::RootCause(const AttemptResult& result) const {
+std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
+                                                   std::string* elsewhere) const {
   const size_t fallback = result.first_failure.value_or(0);
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
@@ -98,12 +101,31 @@ size_t HostedCoordinator::RootCause(const AttemptResult& result) const {
     }
     run.ranks[o.rank].summary = std::move(s);
   }
+  // The other nodes' ranks, as their nodes reported them in this attempt: a rank their teardown
+  // ended is no candidate, and the end times order the failures across nodes.
+  std::map<int, const NodeView*> node_of;
+  const std::vector<NodeView> nodes = handler_.Nodes();
+  for (const NodeView& n : nodes) {
+    if (n.node_rank == 0 || !n.status || n.status->attempt() != attempt_) continue;
+    for (const v1::RankExit& x : n.status->ranks()) {
+      if (x.rank() < 0 || x.rank() >= static_cast<int>(run.ranks.size()) || index.count(x.rank()))
+        continue;
+      run.ranks[x.rank()].summary = SummaryOfRemoteRank(n, x);
+      node_of[x.rank()] = &n;
+    }
+  }
   std::vector<RankFacts> facts;
   facts.reserve(run.ranks.size());
   for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, FactsOptions{}));
   const int root = PickRootCause(facts);
-  auto it = index.find(root);
-  return it == index.end() ? fallback : it->second;
+  if (auto it = index.find(root); it != index.end()) return it->second;
+  auto remote = node_of.find(root);
+  if (remote == node_of.end()) return fallback;
+  const NodeView& n = *remote->second;
+  *elsewhere = "node " + std::to_string(n.node_rank) + " (" + n.host + ") failed: " +
+               (n.status->message().empty() ? "rank " + std::to_string(root) + " failed"
+                                            : n.status->message());
+  return std::nullopt;
 }
 
 void HostedCoordinator::Reset() {
