@@ -204,7 +204,8 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     std::string elsewhere;
     const std::optional<size_t> root = role_->RootCause(r, &elsewhere);
     if (!root && !builtin) {
-      // Another node's rank failed first: node 0's diagnosis prints its block (Explain).
+      // Another node's rank failed first: node 0's diagnosis prints its block (Explain). A
+      // built-in keeps its own rank's report, whose exit says the verdict (3 hang, 4 unhealthy).
       std::cerr << "dlaunch: " << elsewhere << std::endl;
       report.error = elsewhere;
       report.exit_code = kExitRankFailed;
