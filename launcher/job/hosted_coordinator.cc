@@ -10,6 +10,7 @@
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/diagnose/rank_facts.h"
 #include "launcher/diagnose/run_snapshot.h"
+#include "launcher/job/report.h"
 
 namespace dlaunch::launcher {
 
@@ -31,6 +32,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     supervisor_ = supervisor;
     run_dir_ = plan.run_dir();
     world_size_ = plan.world_size();
+    attempt_ = plan.membership().attempt;
   }
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
@@ -72,7 +74,8 @@ std::string HostedCoordinator::RankError(int rank) {
   return mismatch->second + (error.empty() ? "" : "; " + error);
 }
 
-size_t HostedCoordinator::RootCause(const AttemptResult& result) {
+std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
+                                                   std::string* elsewhere) {
   const size_t fallback = result.first_failure.value_or(0);
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
@@ -101,24 +104,49 @@ size_t HostedCoordinator::RootCause(const AttemptResult& result) {
     }
     run.ranks[o.rank].summary = std::move(s);
   }
+  // The other nodes' ranks, as their nodes reported them in this attempt: a rank their teardown
+  // ended is no candidate, and the end times order the failures across nodes.
+  std::map<int, const NodeView*> node_of;
+  const std::vector<NodeView> nodes = handler_.Nodes();
+  for (const NodeView& n : nodes) {
+    if (n.node_rank == 0 || !n.status || n.status->attempt() != attempt_) continue;
+    for (const v1::RankExit& x : n.status->ranks()) {
+      if (x.rank() < 0 || x.rank() >= static_cast<int>(run.ranks.size()) || index.count(x.rank()))
+        continue;
+      run.ranks[x.rank()].summary = SummaryOfRemoteRank(n, x);
+      node_of[x.rank()] = &n;
+    }
+  }
+  auto on_other_node = [&](int rank, const std::string& why) {
+    const NodeView& n = *node_of.at(rank);
+    *elsewhere = "node " + std::to_string(n.node_rank) + " (" + n.host + ") failed: " + why;
+  };
   // A rank whose collective differs from the others' is at fault, whichever rank that made fail
   // first: Gloo aborts the rank that received more bytes than it expected, not the sender.
   const Diagnosis verdict = Analyze(run);
   if (verdict.kind == rundir::DiagnosisKind::kMismatch) {
     for (int culprit : verdict.culprit_ranks) {
-      auto it = index.find(culprit);
-      if (it == index.end()) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      root_mismatch_[culprit] = verdict.headline;
-      return it->second;
+      if (auto it = index.find(culprit); it != index.end()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        root_mismatch_[culprit] = verdict.headline;
+        return it->second;
+      }
+      if (node_of.count(culprit)) {
+        on_other_node(culprit, verdict.headline);
+        return std::nullopt;
+      }
     }
   }
   std::vector<RankFacts> facts;
   facts.reserve(run.ranks.size());
   for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, FactsOptions{}));
   const int root = PickRootCause(facts);
-  auto it = index.find(root);
-  return it == index.end() ? fallback : it->second;
+  if (auto it = index.find(root); it != index.end()) return it->second;
+  auto remote = node_of.find(root);
+  if (remote == node_of.end()) return fallback;
+  const std::string& message = remote->second->status->message();
+  on_other_node(root, message.empty() ? "rank " + std::to_string(root) + " failed" : message);
+  return std::nullopt;
 }
 
 void HostedCoordinator::Reset() {

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "launcher/diagnose/hang_monitor.h"
@@ -31,14 +32,16 @@ class HostedCoordinator : public CoordinatorListener {
   // On the supervisor's tick: a diagnosed hang is printed and stops the attempt (exit code 3).
   void Tick();
   bool hang_diagnosed() const { return hang_diagnosed_; }
+  int attempt() const { return attempt_; }  // the attempt Watch was last given
   // The first error, timeout, oom or nan rank `rank` reported in this attempt ("kind: message"),
   // after the mismatch RootCause found it at fault for, if any.
   std::string RankError(int rank);
   // The index in `result.ranks` of the root cause of a failed attempt, chosen as the diagnosis
-  // chooses over the run directory's files and these exits (the culprit of a mismatch across the
-  // flight recorders, else PickRootCause), so the root-cause block and the diagnosis name the
-  // same rank; `result.first_failure` when it chooses no rank of this node.
-  size_t RootCause(const AttemptResult& result);
+  // chooses over the run directory's files, these exits and the other nodes' last word on theirs
+  // (the culprit of a mismatch across the flight recorders, else PickRootCause), so the
+  // root-cause block and the diagnosis name the same rank. nullopt when it chose another node's
+  // rank (`elsewhere`: "node 1 (host) failed: ..."); `result.first_failure` when it chose none.
+  std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere);
   // Forgets the attempt: registrations, store, errors, the monitor's clocks.
   void Reset();
   // Blocks until in-flight calls end (at most 500 ms).
@@ -55,6 +58,7 @@ class HostedCoordinator : public CoordinatorListener {
   Supervisor* supervisor_ = nullptr;
   std::string run_dir_;
   int world_size_ = 0;
+  int attempt_ = 0;
   std::map<int, std::string> rank_errors_;
   std::map<int, std::string> root_mismatch_;  // rank -> the mismatch RootCause named it for
   std::unique_ptr<LiveJobView> view_;

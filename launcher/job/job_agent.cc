@@ -199,9 +199,19 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     report.error = r.stop_reason;
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;
   } else if (r.first_failure) {
-    const RankOutcome& f = r.ranks[role_->RootCause(r)];
     const Command c = plan_.options().command;
     const bool builtin = c == Command::kTrain || c == Command::kPreflight;
+    std::string elsewhere;
+    const std::optional<size_t> root = role_->RootCause(r, &elsewhere);
+    if (!root && !builtin) {
+      // Another node's rank failed first: node 0's diagnosis prints its block (Explain). A
+      // built-in keeps its own rank's report, whose exit says the verdict (3 hang, 4 unhealthy).
+      std::cerr << "dlaunch: " << elsewhere << std::endl;
+      report.error = elsewhere;
+      report.exit_code = kExitRankFailed;
+      return report;
+    }
+    const RankOutcome& f = r.ranks[root.value_or(*r.first_failure)];
     // A built-in that failed on purpose (a preflight FAIL) prints its verdict, not a crash report.
     const std::string verdict =
         builtin ? BuiltinFailureReport(plan_.options(), f, plan_.run_dir()) : "";
@@ -217,6 +227,7 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
               ? host_ + " (node " + std::to_string(plan_.membership().node_rank) + ")"
               : host_;
       std::cerr << FormatRootCause(f, where, plan_.ranks()[f.local_rank].dir, extra);
+      report.root_cause_printed = true;
       report.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
                      (extra.empty() ? "" : "; " + extra);
     }

@@ -54,7 +54,9 @@ class NodeZero : public NodeRole {
 
   void OnTick() override { coordinator_->Tick(); }
   std::string RankError(int rank) override { return coordinator_->RankError(rank); }
-  size_t RootCause(const AttemptResult& result) override { return coordinator_->RootCause(result); }
+  std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere) override {
+    return coordinator_->RootCause(result, elsewhere);
+  }
 
   void Explain(const AttemptReport& report) override {
     if (report.exit_code == 0 || coordinator_->hang_diagnosed() || report.result.interrupted_by ||
@@ -62,11 +64,10 @@ class NodeZero : public NodeRole {
       return;
     }
     // The failure's picture across ranks: each one's last collective, phase and memory. The
-    // agent's Judge printed the root-cause block of a rank of this node; a stop (another node's
-    // rank failed) printed only its reason, so the diagnosis' block names that rank here.
+    // agent's Judge printed the root-cause block of a rank of this node; when another node's rank
+    // failed it printed only a line, so the diagnosis' block names that rank here.
     const Diagnosis d = AnalyzeRunDir(run_dir_, world_size_);
-    const bool block_printed = !report.result.stop_code && report.result.first_failure;
-    std::cerr << (block_printed ? FormatDiagnosisAfterRootCause(d) : FormatDiagnosis(d))
+    std::cerr << (report.root_cause_printed ? FormatDiagnosisAfterRootCause(d) : FormatDiagnosis(d))
               << std::flush;
   }
 
@@ -213,15 +214,20 @@ class CoordinatorHost : public NodeZero {
     coordinator_->handler().CheckNodes();  // a silent node stops the attempt through OnNodeFault
   }
 
+  // A rank of this node failed: but one of another node may have failed first, and its fallout
+  // (a peer gone) reached this node's ranks before its node's notice did. The other nodes stop,
+  // and say how their ranks ended, before the choice.
+  std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere) override {
+    const RankOutcome& first = result.ranks[*result.first_failure];
+    Abort(coordinator_->attempt(),
+          "rank " + std::to_string(first.rank) + " failed: " + DescribeExit(first));
+    coordinator_->handler().WaitForNodesDone();
+    return NodeZero::RootCause(result, elsewhere);
+  }
+
   void Conclude(AttemptReport* report, SummaryInfo* summary) override {
     CoordinatorHandler& h = coordinator_->handler();
-    if (report->exit_code != 0) {
-      v1::Command abort;
-      abort.set_kind(v1::Command::ABORT);
-      abort.set_reason(report->error);
-      abort.set_attempt(report->attempt);
-      h.BroadcastToNodes(abort);
-    }
+    if (report->exit_code != 0) Abort(report->attempt, report->error);
     // Node 0's ranks are done; the attempt is done when every node says so.
     auto fault = h.WaitForNodesDone();
     if (fault && report->exit_code == 0) {
@@ -262,6 +268,17 @@ class CoordinatorHost : public NodeZero {
   }
 
  private:
+  // Tells every other node to stop the attempt, once per attempt.
+  void Abort(int attempt, const std::string& reason) {
+    if (aborted_attempt_ == attempt) return;
+    aborted_attempt_ = attempt;
+    v1::Command abort;
+    abort.set_kind(v1::Command::ABORT);
+    abort.set_reason(reason);
+    abort.set_attempt(attempt);
+    coordinator_->handler().BroadcastToNodes(abort);
+  }
+
   std::string NodeCount() const {
     const int min = options_.min_nodes > 0 ? options_.min_nodes : options_.nnodes;
     if (min == options_.nnodes) return std::to_string(min);
@@ -269,6 +286,7 @@ class CoordinatorHost : public NodeZero {
   }
 
   std::string host_;
+  int aborted_attempt_ = -1;
 };
 
 // Node 1..N-1: joins node 0's coordinator once per attempt, reports its ranks over one stream,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "launcher/job/job_plan.h"
@@ -19,6 +20,7 @@ struct AttemptReport {
   int exit_code = 0;
   std::string error;     // one line: the root cause or the reason it stopped; "" on success
   bool verdict = false;  // a built-in printed its own verdict (preflight FAIL): no diagnosis
+  bool root_cause_printed = false;  // Judge printed the root-cause block of a rank of this node
 };
 
 // The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,
@@ -38,8 +40,13 @@ class NodeRole {
   virtual void OnTick() = 0;
   // The first error rank `rank` reported in this attempt, "" for none.
   virtual std::string RankError(int rank) = 0;
-  // The index in `result.ranks` of a failed attempt's root cause (node 0: the diagnosis' choice).
-  virtual size_t RootCause(const AttemptResult& result) { return *result.first_failure; }
+  // The index in `result.ranks` of a failed attempt's root cause (node 0: the diagnosis' choice,
+  // once the other nodes said how their ranks ended); nullopt when it is another node's rank,
+  // with `elsewhere` its one line ("node 1 (host) failed: rank 3 failed: ...").
+  virtual std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere) {
+    (void)elsewhere;
+    return *result.first_failure;
+  }
   // After this node's ranks ended: the other nodes' say in the verdict (may change the exit code
   // and error), and what summary.json records of them. Blocks until every node is done.
   virtual void Conclude(AttemptReport* report, SummaryInfo* summary) = 0;

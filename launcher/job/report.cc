@@ -136,21 +136,24 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
     if (done) node.exit_code = n.status->exit_code();
     if (done) node.error = n.status->message();
     if (n.node_rank == 0 || !n.status) continue;
-    for (const auto& r : n.status->ranks()) {
-      rundir::SummaryRank& rank = s.ranks.emplace_back();
-      rank.rank = r.rank();
-      rank.node_rank = n.node_rank;
-      rank.host = n.host;
-      rank.pid = r.pid();
-      rank.status = StateOf(r, n.lost);
-      if (r.exited()) {
-        if (r.end_unix_ms() > 0) rank.end_unix_ms = r.end_unix_ms();
-        rank.signal = r.signal();
-        rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
-      }
-    }
+    for (const auto& r : n.status->ranks()) s.ranks.push_back(SummaryOfRemoteRank(n, r));
   }
   return s;
+}
+
+rundir::SummaryRank SummaryOfRemoteRank(const NodeView& n, const v1::RankExit& r) {
+  rundir::SummaryRank rank;
+  rank.rank = r.rank();
+  rank.node_rank = n.node_rank;
+  rank.host = n.host;
+  rank.pid = r.pid();
+  rank.status = StateOf(r, n.lost);
+  if (r.exited()) {
+    if (r.end_unix_ms() > 0) rank.end_unix_ms = r.end_unix_ms();
+    rank.signal = r.signal();
+    rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
+  }
+  return rank;
 }
 
 namespace {

@@ -110,6 +110,21 @@ TEST_F(CulpritTest, ARankOfNodeOneThatExitsOneIsTheRootCauseOnBothNodes) {
   EXPECT_TRUE(Has(n0_->err_text(), "    dying")) << n0_->err_text();
 }
 
+TEST_F(CulpritTest, NodeZerosRanksFailingOfItAfterwardsAreNotTheRootCause) {
+  // As in a collective: node 0's ranks see their peer gone (here: its pid) and exit 1 within
+  // milliseconds, before (or after) node 1's notice reaches node 0.
+  const std::string pid = (dir_ / "pid").string();
+  Run({"/bin/sh", "-c",
+       "if [ $RANK = 3 ]; then echo $$ > " + pid + ".tmp; mv " + pid + ".tmp " + pid +
+           "; sleep 0.3; kill -KILL $$; fi; if [ $RANK -lt 2 ]; then while [ ! -s " + pid +
+           " ]; do sleep 0.005; done; while kill -0 $(cat " + pid +
+           ") 2>/dev/null; do sleep 0.005; done; echo 'connection reset by peer' >&2; exit 1; "
+           "fi; exec sleep 60"},
+      {}, 1);
+  const fs::path run = RunDir("n0");
+  ExpectRankThreeOfNodeOne(run, Json(run / "summary.json")["error"]);
+}
+
 TEST_F(CulpritTest, APythonRaiseOnNodeOneIsTheRootCauseWithItsMessage) {
   const fs::path script = dir_ / "raise.py";
   std::ofstream(script) << "import os, time\n"
