@@ -270,6 +270,19 @@ preflight_part() {
   return "$rc"
 }
 
+# A GoogleTest binary that must really run here: a test skipped on a GPU machine (no device seen,
+# no NCCL build) fails the part. `gtest_part BINARY [GTEST FLAGS...]`.
+gtest_part() {
+  local bin="$1" log="$OUT_DIR/parts/gtest-$(basename "$1").log" rc=0
+  shift
+  "$bin" "$@" 2>&1 | tee "$log" || rc=$?
+  if grep -q '^\[  SKIPPED \]' "$log"; then
+    log "$(basename "$bin"): tests skipped although a GPU is visible"
+    return 1
+  fi
+  return "$rc"
+}
+
 # The real NCCL INFO log of every rank of the plain preflight (preflight turns it on), and what
 # `dlaunch diagnose --nccl-log` makes of it; kept with the logs.
 nccl_log_part() {
@@ -308,7 +321,7 @@ setup_run() {
     # binaries use (a newer system one serves them, and NCCL and Python, better).
     local needs system_cxx
     needs="$(cat "$BUNDLE_DIR/lib/cxx/needs" 2>/dev/null || true)"
-    system_cxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')"
+    system_cxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !f {print $NF; f = 1}')"
     if [[ -n "$needs" ]] && ! grep -qa "$needs" "${system_cxx:-/nonexistent}" 2>/dev/null; then
       log "the system's libstdc++ lacks $needs: using the bundled one"
       export LD_LIBRARY_PATH="$BUNDLE_DIR/lib/cxx:$LD_LIBRARY_PATH"
@@ -320,7 +333,7 @@ setup_run() {
   SECONDS=0
   # The parts run in child shells (`part` runs them under timeout).
   export BIN OUT_DIR BACKEND TAG
-  export -f log check_busbw preflight_part nccl_log_part doctor_part
+  export -f log check_busbw gtest_part preflight_part nccl_log_part doctor_part
 }
 
 run() {
@@ -329,8 +342,10 @@ run() {
   gpus="$(gpu_count)"
   TAG="$(gpu_tag)"
   log "GPUs visible: $gpus; results in $RESULTS_DIR; at most ${DEADLINE_S}s"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT_DIR/nvidia-smi.txt" \
-    2>&1 || true
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+      > "$OUT_DIR/nvidia-smi.txt" 2>/dev/null || true
+  fi
   [[ "$gpus" -ge 1 ]] || { log "no GPU visible: nothing to run"; pack; exit 2; }
   local world=1 variant
   [[ "$gpus" -ge 2 ]] && world="$gpus"
@@ -338,8 +353,8 @@ run() {
   # 1. The NCCL communicator on the device: allreduce, graph capture (ops run on launch, not on
   #    capture), -R 1 and -R 2 buffers, alltoallv, the suite with -G and -R, and the watchdog
   #    aborting a communicator whose peer never arrives.
-  part comm_tests 120 "$BIN/comm_tests" --gtest_filter='Nccl*'
-  part preflight_gpu_tests 120 "$BIN/preflight_gpu_tests"
+  part comm_tests 120 gtest_part "$BIN/comm_tests" --gtest_filter='Nccl*'
+  part preflight_gpu_tests 120 gtest_part "$BIN/preflight_gpu_tests"
 
   # 2. Preflight on NCCL, every op (nccl-tests' eight, reduce, gather and scatter included, and
   #    alltoallv), both column groups, verified at every size, one rank per GPU: plain, then with
