@@ -207,7 +207,7 @@ part() {
 gpu_tag() {
   local name
   name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
-  [[ -n "$name" ]] || name="${1:-cpu}"
+  [[ -n "$name" ]] || name=cpu
   echo "$name" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9.' '-' | sed 's/^-*//; s/-*$//'
 }
 
@@ -273,10 +273,11 @@ preflight_part() {
 # A GoogleTest binary that must really run here: a test skipped on a GPU machine (no device seen,
 # no NCCL build) fails the part. `gtest_part BINARY [GTEST FLAGS...]`.
 gtest_part() {
-  local bin="$1" log="$OUT_DIR/parts/gtest-$(basename "$1").log" rc=0
+  local bin="$1" out rc=0
+  out="$OUT_DIR/parts/gtest-$(basename "$1").log"
   shift
-  "$bin" "$@" 2>&1 | tee "$log" || rc=$?
-  if grep -q '^\[  SKIPPED \]' "$log"; then
+  "$bin" "$@" 2>&1 | tee "$out" || rc=$?
+  if grep -q '^\[  SKIPPED \]' "$out"; then
     log "$(basename "$bin"): tests skipped although a GPU is visible"
     return 1
   fi
