@@ -420,8 +420,12 @@ import_fixtures() {
   [[ -f "$tarball" ]] || { log "no fixtures archive at $tarball"; exit 2; }
   local bad
   bad="$(tar -tzf "$tarball" | grep -v '/$' |
-    grep -Ev '^(\./)?tests/(preflight/fixtures/gpu|doctor/fixtures)/[A-Za-z0-9._-]+$' || true)"
+    grep -Ev '^(\./)?tests/(preflight/fixtures/gpu|doctor/fixtures)/[A-Za-z0-9_-][A-Za-z0-9._-]*$' ||
+    true)"
   [[ -z "$bad" ]] || { log "refusing $tarball: unexpected paths: $bad"; exit 2; }
+  # Plain files and folders only: no links, devices or the like.
+  bad="$(tar -tvzf "$tarball" | grep -v '^[-d]' || true)"
+  [[ -z "$bad" ]] || { log "refusing $tarball: not plain files: $bad"; exit 2; }
   tar -xzf "$tarball" -C "$dest" --no-same-owner
   tar -tzf "$tarball" | grep -v '/$' | sed "s|^\./||; s|^|gpu-check: added $dest/|" >&2
   log "then: cmake --build build --target preflight_unit_tests dlaunch_doctor_test &&"
