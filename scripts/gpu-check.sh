@@ -207,7 +207,7 @@ part() {
 gpu_tag() {
   local name
   name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
-  [[ -n "$name" ]] || name="${1:-cpu}"
+  [[ -n "$name" ]] || name=cpu
   echo "$name" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9.' '-' | sed 's/^-*//; s/-*$//'
 }
 
@@ -267,6 +267,20 @@ preflight_part() {
   cp "$run/preflight.json" "$fixture.json"
   cp "$run/rank0/stdout.log" "$fixture.txt" 2>/dev/null || log "no rank 0 stdout.log in $run"
   check_busbw "$run/preflight.json" || rc=1
+  return "$rc"
+}
+
+# A GoogleTest binary that must really run here: a test skipped on a GPU machine (no device seen,
+# no NCCL build) fails the part. `gtest_part BINARY [GTEST FLAGS...]`.
+gtest_part() {
+  local bin="$1" out rc=0
+  out="$OUT_DIR/parts/gtest-$(basename "$1").log"
+  shift
+  "$bin" "$@" 2>&1 | tee "$out" || rc=$?
+  if grep -q '^\[  SKIPPED \]' "$out"; then
+    log "$(basename "$bin"): tests skipped although a GPU is visible"
+    return 1
+  fi
   return "$rc"
 }
 
@@ -346,7 +360,7 @@ setup_run() {
     # binaries use (a newer system one serves them, and NCCL and Python, better).
     local needs system_cxx
     needs="$(cat "$BUNDLE_DIR/lib/cxx/needs" 2>/dev/null || true)"
-    system_cxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')"
+    system_cxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !f {print $NF; f = 1}')"
     if [[ -n "$needs" ]] && ! grep -qa "$needs" "${system_cxx:-/nonexistent}" 2>/dev/null; then
       log "the system's libstdc++ lacks $needs: using the bundled one"
       export LD_LIBRARY_PATH="$BUNDLE_DIR/lib/cxx:$LD_LIBRARY_PATH"
@@ -358,7 +372,8 @@ setup_run() {
   SECONDS=0
   # The parts run in child shells (`part` runs them under timeout).
   export BIN OUT_DIR BACKEND TAG
-  export -f log check_busbw preflight_part nccl_log_part doctor_part placement_part train_fp16_part
+  export -f log check_busbw gtest_part preflight_part nccl_log_part doctor_part placement_part \
+    train_fp16_part
 }
 
 run() {
@@ -367,8 +382,10 @@ run() {
   gpus="$(gpu_count)"
   TAG="$(gpu_tag)"
   log "GPUs visible: $gpus; results in $RESULTS_DIR; at most ${DEADLINE_S}s"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT_DIR/nvidia-smi.txt" \
-    2>&1 || true
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+      > "$OUT_DIR/nvidia-smi.txt" 2>/dev/null || true
+  fi
   [[ "$gpus" -ge 1 ]] || { log "no GPU visible: nothing to run"; pack; exit 2; }
   local world=1 variant
   [[ "$gpus" -ge 2 ]] && world="$gpus"
@@ -376,8 +393,8 @@ run() {
   # 1. The NCCL communicator on the device: allreduce, graph capture (ops run on launch, not on
   #    capture), -R 1 and -R 2 buffers, alltoallv, the suite with -G and -R, and the watchdog
   #    aborting a communicator whose peer never arrives.
-  part comm_tests 120 "$BIN/comm_tests" --gtest_filter='Nccl*'
-  part preflight_gpu_tests 120 "$BIN/preflight_gpu_tests"
+  part comm_tests 120 gtest_part "$BIN/comm_tests" --gtest_filter='Nccl*'
+  part preflight_gpu_tests 120 gtest_part "$BIN/preflight_gpu_tests"
 
   # 2. Preflight on NCCL, every op (nccl-tests' eight, reduce, gather and scatter included, and
   #    alltoallv), both column groups, verified at every size, one rank per GPU: plain, then with
@@ -448,8 +465,12 @@ import_fixtures() {
   [[ -f "$tarball" ]] || { log "no fixtures archive at $tarball"; exit 2; }
   local bad
   bad="$(tar -tzf "$tarball" | grep -v '/$' |
-    grep -Ev '^(\./)?tests/(preflight/fixtures/gpu|doctor/fixtures)/[A-Za-z0-9._-]+$' || true)"
+    grep -Ev '^(\./)?tests/(preflight/fixtures/gpu|doctor/fixtures)/[A-Za-z0-9_-][A-Za-z0-9._-]*$' ||
+    true)"
   [[ -z "$bad" ]] || { log "refusing $tarball: unexpected paths: $bad"; exit 2; }
+  # Plain files and folders only: no links, devices or the like.
+  bad="$(tar -tvzf "$tarball" | grep -v '^[-d]' || true)"
+  [[ -z "$bad" ]] || { log "refusing $tarball: not plain files: $bad"; exit 2; }
   tar -xzf "$tarball" -C "$dest" --no-same-owner
   tar -tzf "$tarball" | grep -v '/$' | sed "s|^\./||; s|^|gpu-check: added $dest/|" >&2
   log "then: cmake --build build --target preflight_unit_tests dlaunch_doctor_test &&"
