@@ -62,6 +62,7 @@ TEST(TrainOptionsTest, BadOptionsThrowUsageError) {
       {"--backend", "nccl"},  // needs --device cuda
       {"--heartbeat-interval", "-2"},
       {"--bucket-mb", "0"},
+      {"--linear-kernel", "mkl"},
   };
   for (const auto& args : bad) {
     std::string joined;
@@ -74,6 +75,8 @@ TEST(TrainOptionsTest, BadOptionsThrowUsageError) {
   EXPECT_EQ(ParseTrainOptions({"--amp", "bf16", "--steps", "3"}).amp, "bf16");
   EXPECT_EQ(ParseTrainOptions({"--amp", "fp16", "--device", "cuda"}).amp, "fp16");
   EXPECT_TRUE(ParseTrainOptions({"--help"}).help);
+  EXPECT_EQ(ParseTrainOptions({}).linear_kernel, "auto");
+  EXPECT_EQ(ParseTrainOptions({"--linear-kernel", "blas"}).linear_kernel, "blas");
 }
 
 TEST(DistributedSamplerTest, ShardsAreDisjointAndCoverEpoch) {
