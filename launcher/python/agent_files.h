@@ -32,7 +32,7 @@ std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir);
 // "forward" -> Phase::kForward ...; kUnknown for a name it does not know.
 core::Phase PhaseFromName(const std::string& name);
 
-// Replaces rank_dir's dump_request; the agent answers within about 100 ms by rewriting
+// Replaces rank_dir's dump_request; the agent answers within about 200 ms by rewriting
 // flight.json and py_stacks.txt. Never throws (a rank directory that is gone gets no request).
 void RequestAgentDump(const std::string& rank_dir, const std::string& reason);
 

@@ -4,7 +4,7 @@ It keeps the flight recorder, and talks to the launcher through files of the ran
 (docs/run-directory.md, "Python ranks"): heartbeat.json every 200 ms at most, flight.json
 periodically and on request, exit and signals, py_stacks.txt on request, telemetry lines in
 events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
-replacing dump_request; the agent's thread looks for it every 100 ms.
+replacing dump_request; the agent's thread looks for it every 200 ms.
 """
 import atexit
 import faulthandler
@@ -25,13 +25,16 @@ ERROR_FILE = "error.json"
 EVENTS_FILE = "events.jsonl"
 DUMP_REQUEST_FILE = "dump_request"
 
-_POLL_S = 0.1
+# The agent's thread wakes once per _POLL_S: it needs the GIL then, which a training loop in
+# Python or in torch's ops holds, so every wake (and every system call in it, which lets the GIL
+# go) costs the training thread a hand-over. The launcher counts a collective stall only once
+# every rank has sent a heartbeat since the stall first held (an older one may miss a peer that
+# has just entered the call), so the heartbeat period is also what a hang waits past
+# --hang-timeout: a heartbeat on every wake, whatever DLAUNCH_HEARTBEAT_MS says, at most 200 ms
+# apart; a dump request is answered within one wake.
+_POLL_S = 0.2
 _FLIGHT_EVERY_S = 2.0
-# The launcher counts a collective stall only once every rank has sent a heartbeat after the
-# stall first held (an older one may miss a peer that has just entered the call), so the
-# heartbeat period is what a hang waits past --hang-timeout: at most this, whatever
-# DLAUNCH_HEARTBEAT_MS says. One heartbeat is a small file replaced, a few hundred microseconds.
-_BEAT_MAX_S = 0.2
+_BEAT_MAX_S = _POLL_S
 
 _agent = None
 
@@ -301,7 +304,7 @@ class Agent:
     def write_flight(self, reason):
         rec = self.recorder
         try:
-            _files.write_json(self._path(FLIGHT_FILE), rec.to_json(reason))
+            _files.write_atomically(self._path(FLIGHT_FILE), rec.to_text(reason))
             self._flight_version = rec.version
             self._flight_written = time.monotonic()
         except OSError:

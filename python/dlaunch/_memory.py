@@ -9,10 +9,16 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 1 << 30
 
 
+_statm = {}  # pid -> descriptor of /proc/self/statm, read once per heartbeat
+
+
 def rss_bytes():
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
+        fd = _statm.get(os.getpid())
+        if fd is None:
+            _statm.clear()  # a forked child's copy names its parent's file
+            fd = _statm[os.getpid()] = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        return int(os.pread(fd, 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return -1
 

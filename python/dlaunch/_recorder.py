@@ -41,7 +41,7 @@ def _shape(shape):
 class Entry:
     __slots__ = ("seq", "collective_seq", "pg", "pg_seq", "op", "dtype", "count", "shape",
                  "bytes", "peer", "root", "state", "scheduled_ns", "started_ns", "completed_ns",
-                 "error", "call_site", "bucket", "async_op", "device", "tail_static")
+                 "error", "call_site", "bucket", "async_op", "device", "tail_static", "text")
 
     def to_json(self):
         duration_us = 0
@@ -149,6 +149,7 @@ class FlightRecorder:
             e.peer, e.root, e.call_site, e.bucket = peer, root, call_site, bucket
             e.async_op, e.device = async_op, device
             e.tail_static = None
+            e.text = None
             e.state = STARTED  # Python calls enter the backend at once
             e.scheduled_ns = e.started_ns = now
             e.completed_ns = 0
@@ -186,6 +187,7 @@ class FlightRecorder:
             e.completed_ns = time.time_ns()
             self._flying.pop(e.seq, None)
             e.error = error
+            e.text = None
             self.version += 1
             self.last_change_ns = e.completed_ns
             self._write_tail(e)
@@ -200,8 +202,26 @@ class FlightRecorder:
         with self._lock:
             return next(iter(self._flying.values()), None)
 
-    def to_json(self, reason):
-        entries = [e.to_json() for e in self.entries()]
+    def to_text(self, reason):
+        """flight.json's text. An entry that has ended never changes again, so its JSON is made
+        once: a periodic dump of a full ring costs a join, not 2000 encodings, while it holds the
+        GIL the training thread needs."""
+        head = self.to_json(reason, entries=False)
+        parts = []
+        with self._lock:  # an entry is complete, state and times, or not yet
+            first = max(0, self._next_seq - self.capacity)
+            for seq in range(first, self._next_seq):
+                e = self._ring[seq % self.capacity]
+                text = e.text
+                if text is None:
+                    text = json.dumps(e.to_json(), separators=(",", ":"))
+                    if e.state in (COMPLETED, FAILED):
+                        e.text = text
+                parts.append(text)
+        return (json.dumps(head, separators=(",", ":"))[:-1] + ',"entries":[' +
+                ",".join(parts) + "]}\n")
+
+    def to_json(self, reason, entries=True):
         return {
             "schema": "dlaunch.flight/1",
             "rank": self.rank,
@@ -213,5 +233,5 @@ class FlightRecorder:
             "source": "python",
             "pid": os.getpid(),
             "process_groups": self.process_groups,
-            "entries": entries,
+            **({"entries": [e.to_json() for e in self.entries()]} if entries else {}),
         }
