@@ -2,9 +2,10 @@
 // BYTES, ITERS times on RANKS ranks, measured
 //   shm_group:    on a bare ShmGroup, called on the rank's own thread;
 //   communicator: through the gloo communicator, AllReduce then Wait for each op (the caller
-//                 runs the op itself when nothing else is queued);
+//                 runs the op itself);
 //   queued:       through the communicator, all ITERS launched back to back and then waited for
-//                 (preflight's default, nccl-tests' method: the communicator's thread runs them).
+//                 (preflight's default, nccl-tests' method: the communicator's thread starts on
+//                 them, and the caller, once it waits, runs the rest itself).
 // Ranks are forked processes (MODE=processes, as dlaunch and mpirun start them) or threads of
 // this process (MODE=threads). Prints one JSON line per layer: the median over REPEATS runs of the
 // slowest rank's microseconds per op.

@@ -18,6 +18,12 @@
 namespace dlaunch::core {
 namespace {
 
+// How long after a caller ran ops itself the worker leaves queued ops to callers. A caller that
+// waits op by op (or for a batch in order) comes back well within it and runs the next op on its
+// own thread; only past it does the worker take over, so ops still progress, at most this late,
+// when nobody waits.
+constexpr std::chrono::microseconds kCallerGrace(200);
+
 // Slot prefix of point-to-point traffic; gloo's own algorithms use small values and gloo_ops
 // 0x71 and 0x73.
 constexpr uint8_t kP2PSlotPrefix = 0x72;
@@ -127,13 +133,15 @@ std::shared_ptr<Work> GlooCommunicator::Enqueue(std::vector<int64_t> seqs, const
       });
   work->SetRunHere([this](AsyncWork& w, std::chrono::milliseconds timeout) {
     // Only a wait that lasts as long as the op may run it: a shorter one must be able to give up.
-    if (timeout >= timeout_) RunHere(w);
+    if (timeout >= timeout_) RunHere(w, std::chrono::steady_clock::now() + timeout);
   });
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) {
       queue_.push_back(Task{std::move(seqs), op, std::move(run), work});
-      queue_cv_.notify_one();
+      // A worker that polls wakes up by itself within the grace: not waking it spares a thread
+      // hand-off per op to a caller that runs its ops itself.
+      if (!worker_polls_) queue_cv_.notify_one();
       return work;
     }
   }
@@ -158,9 +166,23 @@ void GlooCommunicator::Loop() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock,
-                     [&] { return (stop_ && queue_.empty()) || (!busy_ && !queue_.empty()); });
-      if (queue_.empty()) return;  // stop_ and drained
+      while (true) {
+        if (stop_ && queue_.empty()) return;  // stopped and drained
+        const auto now = std::chrono::steady_clock::now();
+        // Callers that wait run their ops themselves (RunHere): with ranks outnumbering cores,
+        // handing each op to this thread and its completion back costs two wake-ups per op, more
+        // than a small shared-memory op itself. So the worker stands aside while callers wait or
+        // have just run ops, and takes the queue's head only when nobody came for it.
+        const bool callers_active = callers_ > 0 || now < caller_ran_ + kCallerGrace;
+        if (!busy_ && !queue_.empty() && (!callers_active || stop_)) break;
+        worker_polls_ = !queue_.empty() || now < caller_ran_ + kCallerGrace;
+        if (worker_polls_) {
+          queue_cv_.wait_for(lock, kCallerGrace);
+        } else {
+          queue_cv_.wait(lock);
+        }
+        worker_polls_ = false;
+      }
       TakeHead(&task);
     }
     RunTask(task);
@@ -180,20 +202,41 @@ void GlooCommunicator::Release() {
     busy_ = false;
   }
   queue_cv_.notify_one();  // what was queued behind the op is the worker's again
+  callers_cv_.notify_all();
 }
 
-void GlooCommunicator::RunHere(AsyncWork& work) {
-  // The caller waits for the op at the head of an idle queue: it runs the op itself, sparing two
-  // thread hand-offs (worker wake-up, completion wake-up) that dominate a small shared-memory op
-  // when ranks outnumber cores.
-  Task task;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (busy_ || queue_.empty() || queue_.front().work.get() != &work) return;
-    TakeHead(&task);
+bool GlooCommunicator::Queued(const AsyncWork& work) const {
+  for (const Task& t : queue_) {
+    if (t.work.get() == &work) return true;
   }
-  RunTask(task);
-  Release();
+  return false;
+}
+
+void GlooCommunicator::RunHere(AsyncWork& work, std::chrono::steady_clock::time_point deadline) {
+  // The caller runs the ops ahead of its own and its own on its thread, sparing two thread
+  // hand-offs per op (worker wake-up, completion wake-up) that dominate a small shared-memory op
+  // when ranks outnumber cores. An op already running (on the worker) is waited for first.
+  std::unique_lock<std::mutex> lock(mu_);
+  ++callers_;
+  const bool free = callers_cv_.wait_until(
+      lock, deadline, [&] { return !busy_ || !Queued(work) || stop_ || aborted_; });
+  if (!free || stop_ || aborted_ || !Queued(work)) {
+    --callers_;
+    return;  // done, failed, or still behind a running op: the caller waits as usual
+  }
+  while (true) {
+    Task task;
+    TakeHead(&task);
+    lock.unlock();
+    RunTask(task);
+    lock.lock();
+    busy_ = false;
+    if (task.work.get() == &work || queue_.empty() || aborted_) break;
+  }
+  --callers_;
+  caller_ran_ = std::chrono::steady_clock::now();
+  lock.unlock();
+  callers_cv_.notify_all();  // other callers waiting for the queue
 }
 
 void GlooCommunicator::RunTask(Task& task) {
@@ -241,6 +284,7 @@ void GlooCommunicator::Abort() {
     for (int64_t s : t.seqs) recorder_.Fail(s, "communicator aborted");
     t.work->MarkFailed(kind, Describe(t.op, t.seqs.front()) + ": communicator aborted");
   }
+  callers_cv_.notify_all();  // callers waiting to run the dropped ops give up
   // Shared-memory waits, unlike gloo's, can be interrupted: the op in progress fails now.
   if (shm_) shm_->Abort();
 }

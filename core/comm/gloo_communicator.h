@@ -79,8 +79,10 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> Enqueue(std::vector<int64_t> seqs, const std::string& op,
                                 std::function<void()> run);
   void Loop();
-  // Runs `work` on the calling thread when it heads the queue and no op is running.
-  void RunHere(AsyncWork& work);
+  // Runs the queue up to and including `work` on the calling thread (waiting, until `deadline`,
+  // for an op already running to end) unless `work` has already started.
+  void RunHere(AsyncWork& work, std::chrono::steady_clock::time_point deadline);
+  bool Queued(const AsyncWork& work) const;  // under mu_
   void RunTask(Task& task);
   void TakeHead(Task* task);  // under mu_: the queue's head becomes the running op
   void Release();             // the running op is over
@@ -129,6 +131,13 @@ class GlooCommunicator : public Communicator {
   bool stop_ = false;
   bool aborted_ = false;
   bool busy_ = false;  // an op is running, on the worker or on a waiting caller
+  // Callers waiting in RunHere for the running op to end, so that they run what follows it.
+  int callers_ = 0;
+  std::condition_variable callers_cv_;
+  // When a caller last ran ops itself; the worker leaves the queue to callers for a short grace
+  // after that (see Loop), and sleeps with a timeout meanwhile (worker_polls_).
+  std::chrono::steady_clock::time_point caller_ran_{};
+  bool worker_polls_ = false;
   std::thread worker_;
 };
 

@@ -189,19 +189,22 @@ TEST_F(ShmParkedPeerTest, PeerKilledWhileTheOthersSleepOnItsFlagFailsThemAtOnce)
   ASSERT_EQ(0, kill(pids_[kVictim], SIGKILL));
   waitpid(pids_[kVictim], nullptr, 0);
   pids_[kVictim] = -1;
+  bool some_saw_the_death = false;
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) continue;
     Outcome o = Reap(r, std::chrono::seconds(20));
     // The sleepers look at their peers' health every sleep slice, so they notice the death
     // through its robust mutex long before the collective timeout. (The watchdog may call it a
-    // hang instead: the dead rank never started this op.)
-    EXPECT_NE(std::string::npos, o.message.find("died")) << o.message;
+    // hang instead: the dead rank never started this op; and a rank whose communicator was
+    // aborted by the first one's report says that.)
+    some_saw_the_death |= o.message.find("rank 2 (pid") != std::string::npos &&
+                          o.message.find("died") != std::string::npos;
     EXPECT_TRUE(o.kind == static_cast<int>(ErrorKind::kPeerGone) ||
                 o.kind == static_cast<int>(ErrorKind::kTimeout))
         << o.kind << ": " << o.message;
     EXPECT_LT(o.at_ns - killed_at, std::chrono::nanoseconds(kTimeout / 2).count()) << o.message;
-    EXPECT_NE(std::string::npos, o.message.find("rank 2")) << o.message;
   }
+  EXPECT_TRUE(some_saw_the_death);
 }
 
 }  // namespace
