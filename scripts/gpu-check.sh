@@ -310,6 +310,7 @@ doctor_part() {
 # they must be GPU 0 and CPUs of GPU 0's NUMA node.
 placement_part() {
   local out="$OUT_DIR/parts/placement-check.txt" bus numa
+  # shellcheck disable=SC2016  # the rank's shell expands them
   "$BIN/dlaunch" --nproc 1 --skip-doctor --log-dir "$OUT_DIR/logs" --run-id placement \
     --gpu-binding isolate --numa-binding node /bin/sh -c \
     'echo "rank CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES CPUs $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' |
