@@ -101,6 +101,11 @@ void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts&
     v.failure.exit_code = exit_code;
     v.failure.signal = signal;
     v.failure.launcher_error = s.error;
+    // Last words such as Gloo's "Connection reset by peer" say the rank ended of another's
+    // failure, however early its launcher saw the exit (a peer's node may reap later).
+    auto last = std::find_if(rec.stderr_tail.rbegin(), rec.stderr_tail.rend(),
+                             [](const std::string& line) { return !line.empty(); });
+    v.failure.consequence = last != rec.stderr_tail.rend() && IsFallout(*last);
   }
 }
 

@@ -147,6 +147,16 @@ TEST(FaultsDiagnosisTest, AnOutOfMemoryOutranksAnEarlierErrorAndAnEarlierExit) {
   EXPECT_THAT(d.headline, HasSubstr("rank 1 ran out of memory"));
 }
 
+TEST(FaultsDiagnosisTest, AnExitWhoseLastStderrLineIsPeerFalloutComesAfterALaterSignal) {
+  testing::TempDir tmp;
+  RunDirWriter w(tmp.path());
+  // Rank 1's node reaped its SIGKILLed rank after rank 0 had already exited of the loss.
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", -9, kBase + 180, 9)}));
+  std::ofstream(w.RankDir(0) + "/stderr.log") << "step 3\nconnection reset by peer\n\n";
+  Diagnosis d = AnalyzeDir(tmp.path());
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+}
+
 TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
   testing::TempDir tmp;
   RunDirWriter w(tmp.path());
