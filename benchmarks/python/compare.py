@@ -46,35 +46,37 @@ def run_ddp(dlaunch, nproc, agent, logs, run_id, env):
     argv.append(os.path.join(HERE, "ddp_fmnist.py"))
     p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     out = read(os.path.join(logs, run_id, "rank0", "stdout.log"))
-    m = re.search(r"STEP_MS median=([\d.]+)", out)
+    m = re.search(r"STEP_MS median=([\d.]+).*cpu_ms=([\d.]+)", out)
     if p.returncode != 0 or not m:
         sys.exit("ddp run failed (%d): %s %s" % (p.returncode, out[-500:], p.stderr[-2000:]))
-    return float(m.group(1))
+    return float(m.group(1)), float(m.group(2))
 
 
 def overhead(args, logs):
     env = dict(os.environ, STEPS=str(args.steps))
-    on, off, ratios = [], [], []
+    on, off = {"wall": [], "cpu": []}, {"wall": [], "cpu": []}
     for i in range(args.repeat):
         pair = {}
         for agent in ((True, False) if i % 2 == 0 else (False, True)):
             pair[agent] = run_ddp(args.dlaunch, args.nproc, agent, logs,
                                   "ddp-%d-%s" % (i, "on" if agent else "off"), env)
-        on.append(pair[True])
-        off.append(pair[False])
-        ratios.append(pair[True] / pair[False])
-        print("repeat %d: agent on %.3f ms, off %.3f ms" % (i, pair[True], pair[False]),
-              flush=True)
+        for k, side in ((0, "wall"), (1, "cpu")):
+            on[side].append(pair[True][k])
+            off[side].append(pair[False][k])
+        print("repeat %d: agent on %.3f ms (cpu %.3f), off %.3f ms (cpu %.3f)" %
+              (i, pair[True][0], pair[True][1], pair[False][0], pair[False][1]), flush=True)
     print()
-    print("| %d ranks, %d steps, batch 32 | median step (ms): median (min-max) over %d runs |" %
-          (args.nproc, args.steps, args.repeat))
-    print("| --- | --- |")
-    print("| agent on | %s |" % spread(on))
-    print("| agent off (--no-python-agent) | %s |" % spread(off))
-    print("| on/off, paired | %s |" % spread(ratios))
-    print("overhead: %+.2f%% (median of medians), paired ratio median %+.2f%%" %
-          ((statistics.median(on) / statistics.median(off) - 1) * 100,
-           (statistics.median(ratios) - 1) * 100))
+    print("| %d ranks, %d steps, batch 32, %d runs each | median step (ms): median (min-max) | "
+          "CPU time per step (ms): median (min-max) |" % (args.nproc, args.steps, args.repeat))
+    print("| --- | --- | --- |")
+    print("| agent on | %s | %s |" % (spread(on["wall"]), spread(on["cpu"])))
+    print("| agent off (--no-python-agent) | %s | %s |" % (spread(off["wall"]), spread(off["cpu"])))
+    ratios = {side: [a / b for a, b in zip(on[side], off[side])] for side in on}
+    print("| on/off, paired | %s | %s |" % (spread(ratios["wall"]), spread(ratios["cpu"])))
+    for side in ("wall", "cpu"):
+        print("overhead (%s): %+.2f%% (median of medians), paired ratio median %+.2f%%" %
+              (side, (statistics.median(on[side]) / statistics.median(off[side]) - 1) * 100,
+               (statistics.median(ratios[side]) - 1) * 100))
 
 
 def recorder_cost(args, logs):

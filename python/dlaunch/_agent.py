@@ -30,11 +30,10 @@ DUMP_REQUEST_FILE = "dump_request"
 # go) costs the training thread a hand-over. The launcher counts a collective stall only once
 # every rank has sent a heartbeat since the stall first held (an older one may miss a peer that
 # has just entered the call), so the heartbeat period is also what a hang waits past
-# --hang-timeout: a heartbeat on every wake, whatever DLAUNCH_HEARTBEAT_MS says, at most 200 ms
-# apart; a dump request is answered within one wake.
+# --hang-timeout: a heartbeat on every wake, whatever DLAUNCH_HEARTBEAT_MS (the native ranks'
+# period) says; a dump request is answered within one wake.
 _POLL_S = 0.2
 _FLIGHT_EVERY_S = 2.0
-_BEAT_MAX_S = _POLL_S
 
 _agent = None
 
@@ -72,8 +71,7 @@ class Agent:
         self.rank = int(os.environ.get("RANK", "0") or 0)
         world = int(os.environ.get("WORLD_SIZE", "0") or 0)
         self.recorder = FlightRecorder(self.rank, world)
-        self.heartbeat_s = min(_BEAT_MAX_S, max(
-            _POLL_S, int(os.environ.get("DLAUNCH_HEARTBEAT_MS", "1000")) / 1000.0))
+        self.heartbeat_s = _POLL_S
         self.pid = os.getpid()
         self._lock = threading.Lock()
         self.phase = "init"
