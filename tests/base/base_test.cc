@@ -13,24 +13,12 @@
 #include "core/base/proc.h"
 #include "core/error.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::base {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = fs::temp_directory_path() / "base-test-XXXXXX";
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> names;
@@ -82,14 +70,14 @@ TEST(ProcTest, StatusAndHost) {
 }
 
 TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporaryFile) {
-  TempDir dir;
-  const std::string path = dir.path() + "/a.json";
+  const testing::TestDir dir("base");
+  const std::string path = dir.string() + "/a.json";
   WriteFileAtomically(path, "one");
   WriteFileAtomically(path, "two");
   std::string text;
   EXPECT_EQ(ReadFileBounded(path, 100, &text), ReadStatus::kOk);
   EXPECT_EQ(text, "two");
-  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{"a.json"});
+  EXPECT_EQ(Names(dir.string()), std::vector<std::string>{"a.json"});
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   mode_t mask = ::umask(022);
@@ -99,8 +87,8 @@ TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporaryFile) {
 
 // Two dumps of one process at once once shared a temporary name and left 0-byte files.
 TEST(FilesTest, ConcurrentWritersOfOnePathNeverShareATemporaryFile) {
-  TempDir dir;
-  const std::string path = dir.path() + "/flight.json";
+  const testing::TestDir dir("base");
+  const std::string path = dir.string() + "/flight.json";
   std::vector<std::thread> writers;
   for (int t = 0; t < 8; ++t) {
     writers.emplace_back([&, t] {
@@ -113,30 +101,30 @@ TEST(FilesTest, ConcurrentWritersOfOnePathNeverShareATemporaryFile) {
   ASSERT_EQ(ReadFileBounded(path, 1 << 20, &text), ReadStatus::kOk);
   ASSERT_GE(text.size(), 4096u);
   EXPECT_EQ(text, std::string(text.size(), text[0]));  // one writer's content, whole
-  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{"flight.json"});
+  EXPECT_EQ(Names(dir.string()), std::vector<std::string>{"flight.json"});
 }
 
 TEST(FilesTest, FailedWriteRemovesItsTemporaryFile) {
-  TempDir dir;
-  fs::create_directory(dir.path() + "/target");  // rename over a directory fails
-  EXPECT_THROW(WriteFileAtomically(dir.path() + "/target", "x"), Error);
-  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{"target"});
-  EXPECT_THROW(WriteFileAtomically(dir.path() + "/missing/x.json", "x"), Error);
+  const testing::TestDir dir("base");
+  fs::create_directory(dir.string() + "/target");  // rename over a directory fails
+  EXPECT_THROW(WriteFileAtomically(dir.string() + "/target", "x"), Error);
+  EXPECT_EQ(Names(dir.string()), std::vector<std::string>{"target"});
+  EXPECT_THROW(WriteFileAtomically(dir.string() + "/missing/x.json", "x"), Error);
   EXPECT_TRUE(IsAtomicWriteTemporary("flight.json.tmp.Ab12Cd"));
   EXPECT_FALSE(IsAtomicWriteTemporary("flight.json"));
 }
 
 TEST(FilesTest, BoundedReadsRefuseFifosAndCapSizes) {
-  TempDir dir;
-  const std::string fifo = dir.path() + "/events.jsonl";
+  const testing::TestDir dir("base");
+  const std::string fifo = dir.string() + "/events.jsonl";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   std::string text;
   EXPECT_EQ(ReadFileBounded(fifo, 100, &text), ReadStatus::kNotRegular);  // does not block
   EXPECT_TRUE(TailLines(fifo, 3).empty());
-  EXPECT_EQ(ReadFileBounded(dir.path(), 100, &text), ReadStatus::kNotRegular);
-  EXPECT_EQ(ReadFileBounded(dir.path() + "/nope", 100, &text), ReadStatus::kMissing);
+  EXPECT_EQ(ReadFileBounded(dir.string(), 100, &text), ReadStatus::kNotRegular);
+  EXPECT_EQ(ReadFileBounded(dir.string() + "/nope", 100, &text), ReadStatus::kMissing);
 
-  const std::string big = dir.path() + "/big.log";
+  const std::string big = dir.string() + "/big.log";
   {
     std::ofstream out(big);
     for (int i = 0; i < 10000; ++i) out << "line " << i << "\n";
@@ -147,7 +135,7 @@ TEST(FilesTest, BoundedReadsRefuseFifosAndCapSizes) {
   EXPECT_EQ(text, "line 9999\n");
   EXPECT_EQ(TailLines(big, 2, 100), (std::vector<std::string>{"line 9998", "line 9999"}));
   EXPECT_GT(MtimeUnixMs(big), 0);
-  EXPECT_EQ(MtimeUnixMs(dir.path() + "/nope"), 0);
+  EXPECT_EQ(MtimeUnixMs(dir.string() + "/nope"), 0);
 }
 
 TEST(FilesTest, ReadWholeFileNamesTheFlag) {

@@ -12,6 +12,7 @@
 
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing::chaos {
 namespace {
@@ -101,7 +102,7 @@ std::string Show(const Args& a) {
 }
 
 TEST(ChaosBadInputTest, EveryBadCommandLineIsExitTwoBeforeAnyRank) {
-  ScratchDir dir("cli");
+  TestDir dir("chaos-cli");
   const fs::path logs = dir.path() / "logs";
   std::vector<Args> cases = BadCommandLines();
   ASSERT_GE(cases.size(), 150u);
@@ -135,7 +136,7 @@ TEST(ChaosBadInputTest, EveryBadCommandLineIsExitTwoBeforeAnyRank) {
 
 // Too few file descriptors for the ranks is a set-up error naming the limit, before any rank.
 TEST(ChaosBadInputTest, TooFewFileDescriptorsIsExitTwoNamingTheLimit) {
-  ScratchDir dir("fds");
+  TestDir dir("chaos-fds");
   Launched l({"/bin/sh", "-c",
               std::string("ulimit -n 256 && exec ") + DLAUNCH_BIN + " --log-dir " +
                   (dir.path() / "logs").string() + " --nproc 128 true"});
@@ -258,7 +259,7 @@ void ExpectReport(const fs::path& dir, const std::string& name) {
 }
 
 TEST(ChaosBadInputTest, DiagnoseReadsEveryCorruptRunDirectory) {
-  ScratchDir dir("corpus");
+  TestDir dir("chaos-corpus");
   int i = 0;
   for (const auto& [name, corrupt] : CorruptRunDirs()) {
     const fs::path run = dir.path() / ("run" + std::to_string(i++));
@@ -270,7 +271,7 @@ TEST(ChaosBadInputTest, DiagnoseReadsEveryCorruptRunDirectory) {
 
 // Random byte flips and truncations of a real run directory (the OOM fixture).
 TEST(ChaosBadInputTest, DiagnoseReadsRandomlyDamagedRunDirectories) {
-  ScratchDir dir("flips");
+  TestDir dir("chaos-flips");
   std::mt19937 rng(std::random_device{}());
   const int trials = Trials(5, 100);
   for (int t = 0; t < trials; ++t) {

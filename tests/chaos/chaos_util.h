@@ -66,23 +66,4 @@ inline int Survivors(const std::vector<pid_t>& pids, std::chrono::milliseconds t
   return alive;
 }
 
-// A fresh directory per test, removed afterwards.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("dlaunch-chaos-" + std::to_string(::getpid()) + "-" + name)) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 }  // namespace dlaunch::testing::chaos

@@ -13,6 +13,7 @@
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing::chaos {
 namespace {
@@ -36,8 +37,6 @@ std::map<int, std::vector<pid_t>> ReadyPids(const std::vector<std::string>& line
 
 class ChaosKillTest : public ::testing::Test {
  protected:
-  ChaosKillTest() : dir_(::testing::UnitTest::GetInstance()->current_test_info()->name()) {}
-
   // dlaunch with `ranks` ranks of `script` (sh -c), its run directory under the scratch dir.
   std::unique_ptr<Launched> Launch(int ranks, const std::string& script, const std::string& id,
                                    std::vector<std::string> extra = {}) {
@@ -64,7 +63,7 @@ class ChaosKillTest : public ::testing::Test {
     return j.is_discarded() ? nlohmann::json::object() : j;
   }
 
-  ScratchDir dir_;
+  const TestDir dir_{"chaos"};
   std::mt19937 rng_{std::random_device{}()};
 };
 

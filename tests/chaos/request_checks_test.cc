@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "launcher/rendezvous/coordinator.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -29,12 +30,6 @@ class CountingListener : public CoordinatorListener {
 
 class RequestChecksTest : public ::testing::Test {
  protected:
-  RequestChecksTest()
-      : run_dir_(fs::temp_directory_path() / ("dlaunch-checks-" + std::to_string(::getpid()))) {
-    fs::create_directories(run_dir_);
-  }
-  ~RequestChecksTest() override { fs::remove_all(run_dir_); }
-
   CoordinatorConfig Config(int nnodes) const {
     CoordinatorConfig c;
     c.nnodes = nnodes;
@@ -65,7 +60,8 @@ class RequestChecksTest : public ::testing::Test {
     }
   }
 
-  fs::path run_dir_;
+  const dlaunch::testing::TestDir test_dir_{"checks"};
+  const fs::path run_dir_ = test_dir_.path();
 };
 
 TEST_F(RequestChecksTest, ASingleNodeJobTakesNoNodeNoticesAndNoFilePushes) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch {
 namespace {
@@ -18,18 +19,12 @@ using testing::Launched;
 
 class KubeflowProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-kf-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   nlohmann::json Summary(const std::string& run_id) {
     std::ifstream in(dir_ / run_id / "summary.json");
     return nlohmann::json::parse(in, nullptr, false);
   }
-  fs::path dir_;
+  const testing::TestDir test_dir_{"kf"};
+  const fs::path dir_ = test_dir_.path();
 };
 
 TEST_F(KubeflowProcessTest, RanksRunIdLogDirAndRestartsFromPetVariables) {

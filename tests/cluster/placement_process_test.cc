@@ -12,6 +12,7 @@
 
 #include "launcher/supervision/placement.h"
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch {
 namespace {
@@ -44,18 +45,14 @@ std::map<int, std::vector<int>> CpusByRank(const std::vector<std::string>& lines
 
 class PlacementProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dlaunch-place-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::vector<std::string> Argv(std::vector<std::string> flags) {
     std::vector<std::string> argv = {DLAUNCH_BIN, "--log-dir", dir_.string()};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back(AFFINITY_RANK_BIN);
     return argv;
   }
-  std::filesystem::path dir_;
+  const dlaunch::testing::TestDir test_dir_{"place"};
+  const std::filesystem::path dir_ = test_dir_.path();
 };
 
 TEST_F(PlacementProcessTest, ExclusiveBindingGivesRanksDisjointCpus) {

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -18,15 +19,7 @@ namespace fs = std::filesystem;
 
 class SlurmTokenTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    home_ = fs::temp_directory_path() /
-            ("dlaunch-token-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(home_);
-    fs::create_directories(home_);
-    secret_ = (home_ / ".dlaunch" / "job-secret").string();
-  }
-  void TearDown() override { fs::remove_all(home_); }
+  void SetUp() override { secret_ = (home_ / ".dlaunch" / "job-secret").string(); }
   static std::map<std::string, std::string> Step(const std::string& job, const std::string& step) {
     return {{"SLURM_JOB_ID", job}, {"SLURM_STEP_ID", step}, {"SLURM_PROCID", "1"}};
   }
@@ -38,7 +31,8 @@ class SlurmTokenTest : public ::testing::Test {
     }
     return "";
   }
-  fs::path home_;
+  const dlaunch::testing::TestDir test_dir_{"token"};
+  const fs::path home_ = test_dir_.path();
   std::string secret_;
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "launcher/supervision/placement.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -16,14 +17,7 @@ namespace fs = std::filesystem;
 
 class TopologyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("dlaunch-sysfs-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    cpus_ = ReadTopology().allowed_cpus;
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { cpus_ = ReadTopology().allowed_cpus; }
   void Write(const fs::path& file, const std::string& text) {
     fs::create_directories((root_ / file).parent_path());
     std::ofstream(root_ / file) << text << "\n";
@@ -48,7 +42,8 @@ class TopologyTest : public ::testing::Test {
     Write(dev + "class", cls);
     Write(dev + "numa_node", std::to_string(numa));
   }
-  fs::path root_;
+  const dlaunch::testing::TestDir test_dir_{"sysfs"};
+  const fs::path root_ = test_dir_.path();
   std::vector<int> cpus_;
 };
 

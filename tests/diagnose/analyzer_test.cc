@@ -277,7 +277,7 @@ TEST(AnalyzerTest, CorruptRunDirGivesAPartialReport) {
 }
 
 TEST(AnalyzerTest, EveryTruncationOfEveryFileStillAnalyses) {
-  testing::TempDir tmp;
+  const testing::TestDir tmp("diagnose");
   const std::string run_dir = testing::CopyFixture("exited_in_collective", tmp);
   for (const char* file :
        {"summary.json", "rank2/flight.json", "rank0/events.jsonl", "rank2/error.json"}) {
@@ -296,8 +296,8 @@ TEST(AnalyzerTest, EveryTruncationOfEveryFileStillAnalyses) {
 
 TEST(AnalyzerTest, UnlinkedProgramRankSilentLongestIsTheCulprit) {
   // Four Python ranks (no libdlaunch): no flight recorder, only output timestamps and exits.
-  testing::TempDir tmp;
-  const std::string run_dir = tmp.path();
+  const testing::TestDir tmp("diagnose");
+  const std::string run_dir = tmp.string();
   std::ofstream(run_dir + "/summary.json")
       << R"({"run_id":"py","exit_code":3,"ranks":[)"
       << R"({"rank":0,"status":"killed","exit_code":-15,"signal":15,"end_unix_ms":0},)"
@@ -416,14 +416,14 @@ TEST(AnalyzerTest, PythonStacksOfTheAgentStandInForGdbs) {
 }
 
 TEST(AnalyzerTest, EmptyDirectoryIsIncomplete) {
-  testing::TempDir tmp;
-  Diagnosis d = Analyze(LoadRunDir(tmp.path()));
+  const testing::TestDir tmp("diagnose");
+  Diagnosis d = Analyze(LoadRunDir(tmp.string()));
   EXPECT_EQ(d.kind, DiagnosisKind::kIncomplete);
   EXPECT_FALSE(d.problems.empty());
 }
 
 TEST(AnalyzerTest, AnalyzeRunDirWritesTheReportAndTheTimeline) {
-  testing::TempDir tmp;
+  const testing::TestDir tmp("diagnose");
   const std::string run_dir = testing::CopyFixture("exited_in_collective", tmp);
   Diagnosis d = AnalyzeRunDir(run_dir);
   EXPECT_EQ(d.kind, DiagnosisKind::kFailure);
@@ -437,7 +437,7 @@ TEST(AnalyzerTest, AnalyzeRunDirWritesTheReportAndTheTimeline) {
   std::ifstream trace(run_dir + "/trace.json");
   EXPECT_TRUE(nlohmann::json::parse(trace)["traceEvents"].is_array());
   // A directory that is not there is a report too, not an exception.
-  Diagnosis gone = AnalyzeRunDir(tmp.path() + "/nope");
+  Diagnosis gone = AnalyzeRunDir(tmp.string() + "/nope");
   EXPECT_EQ(gone.kind, DiagnosisKind::kIncomplete);
   EXPECT_FALSE(gone.problems.empty());
 }

@@ -48,7 +48,7 @@ TEST(DiagnoseCommandTest, CorruptDirectoryStillReports) {
 }
 
 TEST(DiagnoseCommandTest, TraceFlagWritesTraceJson) {
-  testing::TempDir tmp;
+  const testing::TestDir tmp("diagnose");
   const std::string run_dir = testing::CopyFixture("hang_never_entered", tmp);
   ::testing::internal::CaptureStdout();
   int rc = RunDiagnoseCommand({run_dir, "--trace"});
@@ -74,10 +74,10 @@ TEST(DiagnoseCommandTest, BadArgumentsAreExitTwo) {
 }
 
 TEST(DiagnoseCommandTest, AFileWhereTheDirectoryShouldBeIsExitTwo) {
-  testing::TempDir tmp;
-  std::ofstream(tmp.path() + "/file") << "x";
+  const testing::TestDir tmp("diagnose");
+  std::ofstream(tmp.string() + "/file") << "x";
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(RunDiagnoseCommand({tmp.path() + "/file"}), 2);
+  EXPECT_EQ(RunDiagnoseCommand({tmp.string() + "/file"}), 2);
   ::testing::internal::GetCapturedStderr();
 }
 

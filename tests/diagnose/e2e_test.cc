@@ -53,7 +53,7 @@ class DiagnoseEndToEnd : public ::testing::Test {
  protected:
   // Launches 4 ranks with `fault`, then diagnoses the run directory.
   nlohmann::json LaunchAndDiagnose(const std::string& fault, int* launcher_exit) {
-    const std::string log_dir = tmp_.path() + "/logs";
+    const std::string log_dir = tmp_.string() + "/logs";
     Ran launch = Shell(Launcher() + " --nproc 4 --log-dir " + log_dir + " --run-id " + fault +
                            " --grace-period 2 --quiet" + " --env DIAG_FAULT=" + fault +
                            " --env DIAG_TIMEOUT_MS=3000 -- " + FAULT_RANK_BIN,
@@ -75,7 +75,7 @@ class DiagnoseEndToEnd : public ::testing::Test {
     return j;
   }
 
-  testing::TempDir tmp_;
+  const testing::TestDir tmp_{"diagnose"};
   std::string run_dir_;
 };
 
@@ -133,7 +133,7 @@ TEST_F(DiagnoseEndToEnd, RankThatExitsInsideACollectiveIsTheRootCause) {
 // The live path: the launcher's hang monitor (not the ranks' watchdogs, set to 60 s here) finds
 // the stall, collects the flight recorders and exits 3.
 TEST_F(DiagnoseEndToEnd, LiveMonitorNamesTheRankThatNeverEnters) {
-  const std::string log_dir = tmp_.path() + "/logs";
+  const std::string log_dir = tmp_.string() + "/logs";
   const auto start = std::chrono::steady_clock::now();
   Ran launch =
       Shell(Launcher() + " --nproc 4 --log-dir " + log_dir +
@@ -172,7 +172,7 @@ int FindRankPid(const std::string& run_dir, int rank) {
 }
 
 TEST_F(DiagnoseEndToEnd, LiveMonitorNamesTheStoppedRank) {
-  const std::string log_dir = tmp_.path() + "/logs";
+  const std::string log_dir = tmp_.string() + "/logs";
   const std::string run_dir = std::filesystem::weakly_canonical(log_dir).string() + "/stop";
   Ran launch;
   std::thread launcher([&] {
@@ -213,7 +213,7 @@ TEST_F(DiagnoseEndToEnd, LiveMonitorNamesTheStoppedRank) {
 
 TEST_F(DiagnoseEndToEnd, HungPythonScriptIsNamed) {
   if (Shell("python3 -c pass", 30).exit_code != 0) GTEST_SKIP() << "python3 not available";
-  const std::string script = tmp_.path() + "/hang.py";
+  const std::string script = tmp_.string() + "/hang.py";
   std::ofstream(script) << "import os, time\n"
                            "rank = int(os.environ['RANK'])\n"
                            "for step in range(1000):\n"
@@ -223,7 +223,7 @@ TEST_F(DiagnoseEndToEnd, HungPythonScriptIsNamed) {
                            "    time.sleep(0.05)\n"
                            "    if rank != 1 and step == 6:\n"
                            "        r, w = os.pipe(); os.read(r, 1)\n";
-  const std::string log_dir = tmp_.path() + "/logs";
+  const std::string log_dir = tmp_.string() + "/logs";
   Ran launch = Shell(Launcher() + " --nproc 3 --log-dir " + log_dir +
                          " --run-id py --hang-timeout 3 --grace-period 2 --quiet --no-python-agent"
                          " --hang-on-silence -- python3 " +

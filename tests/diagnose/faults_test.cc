@@ -72,8 +72,8 @@ json Rank(int rank, const std::string& status, int exit_code, int64_t end, int s
 Diagnosis AnalyzeDir(const std::string& dir) { return Analyze(LoadRunDir(dir)); }
 
 TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   // Node 1's last word had its ranks "exited" with the default code 0: no evidence.
   json ranks = json::array(
       {Rank(0, "killed", -15, kBase + 900, 15), Rank(1, "killed", -15, kBase + 900, 15)});
@@ -94,7 +94,7 @@ TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
              {"nodes", json::array({{{"node_rank", 0}, {"host", "node0"}, {"status", "failed"}},
                                     {{"node_rank", 1}, {"host", "node1"}, {"status", "lost"}}})}});
   for (int r = 0; r < 4; ++r) w.RankDir(r);
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_EQ(d.kind, DiagnosisKind::kFailure);
   EXPECT_EQ(d.headline,
             "FAILURE: node 1 (node1) lost: its agent's stream ended; ranks 2,3 lost with node 1");
@@ -106,8 +106,8 @@ TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
 }
 
 TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   json ranks =
       json::array({Rank(0, "failed", 1, kBase + 500), Rank(1, "killed", -15, kBase + 900, 15)});
   ranks.push_back({{"rank", 2}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
@@ -117,54 +117,54 @@ TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
              {"ranks", ranks},
              {"nodes", json::array({{{"node_rank", 1}, {"host", "node1"}, {"status", "lost"}}})}});
   w.Error(0, "error", "ValueError: bad batch shape", kBase + 400);
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_THAT(d.culprit_ranks, ElementsAre(0));
   EXPECT_THAT(d.headline, HasSubstr("FAILURE: rank 0 reported an error: ValueError"));
 }
 
 TEST(FaultsDiagnosisTest, ANonFiniteLossIsTheRootCauseOverEarlierFallout) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 300),
                         Rank(2, "killed", -15, kBase + 400, 15)}));
   w.Error(0, "error", "Connection closed by peer [127.0.0.1]:4000", kBase + 90);
   w.Event(1, "nan", "loss became NaN at step 12 on rank 1", kBase + 250);
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
   EXPECT_THAT(d.headline, HasSubstr("rank 1 stopped on a non-finite loss: loss became NaN at step "
                                     "12 on rank 1"));
 }
 
 TEST(FaultsDiagnosisTest, AnOutOfMemoryOutranksAnEarlierErrorAndAnEarlierExit) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   // Under ulimit -v the OOM rank's exit can come last: its own cause still names it.
   w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 900)}));
   w.Error(0, "error", "std::runtime_error: gloo::IoException", kBase + 95);
   w.Error(1, "oom", "out of host memory in forward (std::bad_alloc)", kBase + 200);
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
   EXPECT_THAT(d.headline, HasSubstr("rank 1 ran out of memory"));
 }
 
 TEST(FaultsDiagnosisTest, AnExitWhoseLastStderrLineIsPeerFalloutComesAfterALaterSignal) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   // Rank 1's node reaped its SIGKILLed rank after rank 0 had already exited of the loss.
   w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", -9, kBase + 180, 9)}));
   std::ofstream(w.RankDir(0) + "/stderr.log") << "step 3\nconnection reset by peer\n\n";
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
 }
 
 TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 200),
                         Rank(2, "failed", 1, kBase + 50)}));
   w.Error(2, "error", "connection reset by peer", kBase + 40);
   w.Error(1, "error", "RuntimeError: shapes differ", kBase + 150);
-  RunSnapshot run = LoadRunDir(tmp.path());
+  RunSnapshot run = LoadRunDir(tmp.string());
   std::vector<RankFacts> facts;
   for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, {}));
   const int picked = PickRootCause(facts);
@@ -173,23 +173,23 @@ TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
 }
 
 TEST(FaultsDiagnosisTest, SilencesWithinTheMarginAreReportedAsATie) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   json ranks = json::array();
   for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
   w.Summary({{"run_id", "tie"}, {"exit_code", 3}, {"ranks", ranks}});
   const time_t base = 1764450000;
   // Ranks 1 and 2 went quiet 0.5 s apart (file times are whole seconds: the same second here).
   for (int r = 0; r < 4; ++r) w.Output(r, r == 1 || r == 2 ? base : base + 60);
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1, 2));
   EXPECT_THAT(d.headline, HasSubstr("ranks 1,2 silent longest, a tie"));
 }
 
 TEST(FaultsDiagnosisTest, StackEvidenceOutranksSilenceEvenWithAStackMissing) {
-  testing::TempDir tmp;
-  RunDirWriter w(tmp.path());
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
   json ranks = json::array();
   for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
   w.Summary({{"run_id", "stacks"}, {"exit_code", 3}, {"ranks", ranks}});
@@ -200,7 +200,7 @@ TEST(FaultsDiagnosisTest, StackEvidenceOutranksSilenceEvenWithAStackMissing) {
   w.Stacks(0, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
   w.Stacks(2, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
   w.Stacks(3, "#0  0x1 in compute_step ()\n#1  0x2 in main ()");
-  Diagnosis d = AnalyzeDir(tmp.path());
+  Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);
   EXPECT_THAT(d.culprit_ranks, ElementsAre(3));
   EXPECT_THAT(d.headline, HasSubstr("stands apart by the stack"));

@@ -113,8 +113,8 @@ class Child {
 };
 
 TEST(HangMonitorTest, ProgressingJobNeverFires) {
-  testing::TempDir tmp;
-  FakeJob job(tmp.path(), 4, /*linked=*/true);
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 4, /*linked=*/true);
   HangMonitor monitor(job, FastOptions());
   for (int64_t t = 0; t < 60000; t += 250) {
     for (RankLiveState& r : job.ranks) r.status.last_completed_seq = t / 1000;
@@ -125,8 +125,8 @@ TEST(HangMonitorTest, ProgressingJobNeverFires) {
 }
 
 TEST(HangMonitorTest, StalledJobIsDiagnosedAfterHangTimeout) {
-  testing::TempDir tmp;
-  FakeJob job(tmp.path(), 4, true);
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 4, true);
   Child stopped;
   ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
   for (RankLiveState& r : job.ranks) {
@@ -156,15 +156,15 @@ TEST(HangMonitorTest, StalledJobIsDiagnosedAfterHangTimeout) {
   EXPECT_EQ(d->ranks[2].process_state, "T (stopped)");
 
   // Stacks only for the rank that did not answer; the files are in the run directory.
-  std::ifstream stacks(tmp.path() + "/rank2/stacks.txt");
+  std::ifstream stacks(tmp.string() + "/rank2/stacks.txt");
   ASSERT_TRUE(stacks.good());
   std::stringstream text;
   text << stacks.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("pid " + std::to_string(stopped.pid())));
-  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/rank0/stacks.txt"));
-  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/diagnosis.txt"));
-  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/diagnosis.json"));
-  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/trace.json"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.string() + "/rank0/stacks.txt"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.string() + "/diagnosis.txt"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.string() + "/diagnosis.json"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.string() + "/trace.json"));
 
   // One diagnosis per incident, until the launcher restarts the ranks.
   for (RankLiveState& r : job.ranks) r.last_heartbeat_unix_ms = kT0 + 30001;
@@ -177,8 +177,8 @@ TEST(HangMonitorTest, StalledJobIsDiagnosedAfterHangTimeout) {
 }
 
 TEST(HangMonitorTest, QuietHeartbeatFiresBeforeHangTimeout) {
-  testing::TempDir tmp;
-  FakeJob job(tmp.path(), 4, true);
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 4, true);
   for (RankLiveState& r : job.ranks) {
     r.status.last_completed_seq = 7;
     r.status.last_started_seq = r.rank == 1 ? 7 : 8;
@@ -199,8 +199,8 @@ TEST(HangMonitorTest, QuietHeartbeatFiresBeforeHangTimeout) {
 }
 
 TEST(HangMonitorTest, ExitedRanksDoNotStall) {
-  testing::TempDir tmp;
-  FakeJob job(tmp.path(), 2, true);
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 2, true);
   for (RankLiveState& r : job.ranks) r.exited = true;
   HangMonitor monitor(job, FastOptions());
   EXPECT_FALSE(monitor.Poll(kT0).has_value());
@@ -210,8 +210,8 @@ TEST(HangMonitorTest, ExitedRanksDoNotStall) {
 TEST(HangMonitorTest, UnlinkedProgramWithoutOutputIsAHang) {
   // A program with neither libdlaunch nor the Python agent: rank 2 never prints, the others printed
   // until 9.9 s.
-  testing::TempDir tmp;
-  FakeJob job(tmp.path(), 4, /*linked=*/false);
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 4, /*linked=*/false);
   Child child;
   for (RankLiveState& r : job.ranks) r.pid = r.rank == 2 ? child.pid() : 0;
   HangMonitor::Options options = FastOptions();
@@ -229,7 +229,7 @@ TEST(HangMonitorTest, UnlinkedProgramWithoutOutputIsAHang) {
   EXPECT_EQ(d->kind, DiagnosisKind::kHang);
   EXPECT_THAT(d->culprit_ranks, ElementsAre(2));
   EXPECT_THAT(d->headline, HasSubstr("not linked with libdlaunch"));
-  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/rank2/stacks.txt"));
+  EXPECT_TRUE(std::filesystem::exists(tmp.string() + "/rank2/stacks.txt"));
 }
 
 }  // namespace

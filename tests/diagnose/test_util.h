@@ -3,25 +3,16 @@
 
 #include <string>
 
+#include "tests/common/test_dir.h"
+
 namespace dlaunch::launcher::testing {
 
 // Path of a checked-in fixture run directory (read-only use).
 std::string FixturePath(const std::string& name);
 
-// A fresh temporary directory, removed when the object dies.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::dlaunch::testing::TestDir;
 
 // Copies fixture `name` into `dir`/run and returns that path, for tests that write into it.
-std::string CopyFixture(const std::string& name, const TempDir& dir);
+std::string CopyFixture(const std::string& name, const TestDir& dir);
 
 }  // namespace dlaunch::launcher::testing

@@ -15,8 +15,8 @@ namespace {
 TEST(TraceWriterTest, OneTrackPerRankWithCollectivesAndPhases) {
   RunSnapshot run = LoadRunDir(testing::FixturePath("hang_never_entered"));
   Diagnosis d = Analyze(run);
-  testing::TempDir tmp;
-  const std::string path = tmp.path() + "/trace.json";
+  const testing::TestDir tmp("diagnose");
+  const std::string path = tmp.string() + "/trace.json";
   WriteTrace(run, &d, path);
   std::ifstream in(path);
   nlohmann::json trace = nlohmann::json::parse(in);  // throws on invalid JSON

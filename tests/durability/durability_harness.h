@@ -16,6 +16,7 @@
 
 #include "core/run_dir/summary_file.h"
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 
@@ -23,18 +24,7 @@ namespace fs = std::filesystem;
 
 class DurabilityTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-durability-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    log_dir_ = dir_ / "logs";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void SetUp() override { log_dir_ = dir_ / "logs"; }
 
   // dlaunch --log-dir <log_dir_> --run-id run <args...>
   std::vector<std::string> Cmd(std::vector<std::string> args) const {
@@ -86,7 +76,8 @@ class DurabilityTest : public ::testing::Test {
     return ok;
   }
 
-  fs::path dir_;
+  const TestDir test_dir_{"durability"};
+  const fs::path dir_ = test_dir_.path();
   fs::path log_dir_;
 };
 

@@ -10,7 +10,7 @@
 #include "launcher/job/job_plan.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous/node_rounds.h"
-#include "tests/run_dir/temp_dir.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -169,7 +169,7 @@ void Touch(const fs::path& p) {
 }
 
 TEST(AttemptFoldersTest, AnAttemptMovesAsideAndTheTopStaysForTheNext) {
-  rundir::TempDir dir;
+  const dlaunch::testing::TestDir dir("attempts");
   const fs::path run = dir.path();
   Touch(run / "rank0" / "stdout.log");
   Touch(run / "rank1" / "stdout.log");
@@ -186,7 +186,7 @@ TEST(AttemptFoldersTest, AnAttemptMovesAsideAndTheTopStaysForTheNext) {
 }
 
 TEST(AttemptFoldersTest, AnEarlierRunMovesAsideWholeAndNeverOverwrites) {
-  rundir::TempDir dir;
+  const dlaunch::testing::TestDir dir("attempts");
   const fs::path run = dir.path();
   Touch(run / "attempt0" / "rank0" / "stdout.log");
   Touch(run / "rank0" / "stdout.log");

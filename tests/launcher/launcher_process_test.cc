@@ -14,6 +14,7 @@
 #include <set>
 
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -24,14 +25,7 @@ using std::chrono::seconds;
 
 class LauncherTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override {}
 
   // dlaunch --log-dir <tmp> --run-id run <flags...> <program...>
   std::vector<std::string> Cmd(std::vector<std::string> args) {
@@ -56,7 +50,8 @@ class LauncherTest : public ::testing::Test {
     for (const auto& l : ReadLines(p)) env[l.substr(0, l.find('='))] = l.substr(l.find('=') + 1);
     return env;
   }
-  fs::path dir_;
+  const TestDir test_dir_{"test"};
+  const fs::path dir_ = test_dir_.path();
 };
 
 TEST_F(LauncherTest, EveryRankGetsTorchrunEnvironment) {

@@ -11,6 +11,7 @@
 
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 
@@ -22,14 +23,8 @@ inline constexpr char kToken[] = "DLAUNCH_JOB_TOKEN=elastic-test-token-012345678
 class ElasticJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-el-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     endpoint_ = "127.0.0.1:" + std::to_string(launcher::PickFreePort("0.0.0.0"));
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // A launcher with its own --log-dir `name`, the same endpoint and run id as the others, and no
   // --node-rank unless `extra` gives one.
@@ -78,7 +73,8 @@ class ElasticJobTest : public ::testing::Test {
     };
   }
 
-  fs::path dir_;
+  const TestDir test_dir_{"el"};
+  const fs::path dir_ = test_dir_.path();
   std::string endpoint_;
 };
 

@@ -11,6 +11,7 @@
 
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -23,15 +24,9 @@ const char kToken[] = "DLAUNCH_JOB_TOKEN=multinode-test-token-0123456789";
 class MultiNodeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dlaunch-mn-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
     endpoint_ = "127.0.0.1:" + port_;
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // dlaunch as node `node` of 2 with 2 ranks each, over loopback.
   std::vector<std::string> Node(int node, std::vector<std::string> program,
@@ -75,7 +70,8 @@ class MultiNodeTest : public ::testing::Test {
     return text.find(what) != std::string::npos;
   }
 
-  fs::path dir_;
+  const TestDir test_dir_{"mn"};
+  const fs::path dir_ = test_dir_.path();
   std::string port_, endpoint_;
 };
 

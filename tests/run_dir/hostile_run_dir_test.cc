@@ -9,7 +9,7 @@
 #include "core/run_dir/run_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/run_dir/temp_dir.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::rundir {
 namespace {
@@ -26,15 +26,15 @@ bool HasProblem(const RunFiles& files, const std::string& text) {
 }
 
 TEST(HostileRunDirTest, HugeRankNumbersAreIgnoredNotAllocated) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   fs::create_directories(run.rank(0).path());
-  fs::create_directories(dir.path() + "/rank100000000");
+  fs::create_directories(dir.string() + "/rank100000000");
   std::ofstream(run.summary()) << R"({"ranks": [{"rank": 2147483647, "status": "ok"},
                                                  {"rank": 100000000}, {"rank": 1e300},
                                                  {"rank": 1, "pid": 1e300, "exit_code": -1e300}]})";
   std::ofstream(run.rank(0).flight()) << R"({"world_size": 100000000, "entries": []})";
-  RunFiles files = ReadRunDir(dir.path());
+  RunFiles files = ReadRunDir(dir.string());
   EXPECT_EQ(files.world_size, kMaxRanks);
   EXPECT_TRUE(HasProblem(files, "rank folder(s) numbered 65536 or more ignored"));
   EXPECT_TRUE(HasProblem(files, "summary.json: 2 rank(s) numbered 65536 or more ignored"));
@@ -44,13 +44,13 @@ TEST(HostileRunDirTest, HugeRankNumbersAreIgnoredNotAllocated) {
   ASSERT_TRUE(files.summary.has_value());
   EXPECT_EQ(files.summary->ranks.size(), 1u);
 
-  EXPECT_EQ(ReadRunDir(dir.path(), 2147483647).world_size, kMaxRanks);
-  EXPECT_EQ(ReadRunDir(dir.path(), -5).world_size, kMaxRanks);
+  EXPECT_EQ(ReadRunDir(dir.string(), 2147483647).world_size, kMaxRanks);
+  EXPECT_EQ(ReadRunDir(dir.string(), -5).world_size, kMaxRanks);
 }
 
 TEST(HostileRunDirTest, FifosAndFoldersInPlaceOfFilesAreSkipped) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   const RankDir rank = run.rank(0);
   fs::create_directories(rank.path());
   ASSERT_EQ(::mkfifo(rank.events().c_str(), 0644), 0);
@@ -59,7 +59,7 @@ TEST(HostileRunDirTest, FifosAndFoldersInPlaceOfFilesAreSkipped) {
   ASSERT_EQ(::mkfifo(run.summary().c_str(), 0644), 0);
   fs::create_directories(rank.flight());
   fs::create_directories(rank.stacks());
-  RunFiles files = ReadRunDir(dir.path());  // returns: nothing waits for a writer
+  RunFiles files = ReadRunDir(dir.string());  // returns: nothing waits for a writer
   EXPECT_TRUE(HasProblem(files, "rank0/events.jsonl not a regular file"));
   EXPECT_TRUE(HasProblem(files, "rank0/flight.json not a regular file"));
   EXPECT_TRUE(HasProblem(files, "summary.json not a regular file"));
@@ -68,8 +68,8 @@ TEST(HostileRunDirTest, FifosAndFoldersInPlaceOfFilesAreSkipped) {
 }
 
 TEST(HostileRunDirTest, LargeFilesAreReadOnlyUpToTheirCap) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   const RankDir rank = run.rank(0);
   fs::create_directories(rank.path());
   // Sparse files: huge to a reader, free on disk.
@@ -89,7 +89,7 @@ TEST(HostileRunDirTest, LargeFilesAreReadOnlyUpToTheirCap) {
            << R"({"unix_ms": 2, "kind": "oom", "message": "new"})"
            << "\n";
   }
-  RunFiles files = ReadRunDir(dir.path());
+  RunFiles files = ReadRunDir(dir.string());
   EXPECT_TRUE(HasProblem(files, "rank0/flight.json larger than 64 MiB"));
   EXPECT_TRUE(HasProblem(files, "rank0/error.json larger than 4 MiB"));
   EXPECT_TRUE(HasProblem(files, "rank0/events.jsonl: only its last 32 MiB read"));
@@ -99,14 +99,14 @@ TEST(HostileRunDirTest, LargeFilesAreReadOnlyUpToTheirCap) {
 }
 
 TEST(HostileRunDirTest, WrongTypesGiveFallbacks) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   fs::create_directories(run.rank(0).path());
   std::ofstream(run.rank(0).flight())
       << R"({"rank": "x", "world_size": -4, "entries": [7, {"seq": "a"}, {"seq": 3, "count": 1e300,
              "peer": 99999999999, "state": 5, "op": ["allreduce"]}]})";
   std::ofstream(run.rank(0).error()) << R"({"kind": 3, "message": null, "unix_ms": "soon"})";
-  RunFiles files = ReadRunDir(dir.path());
+  RunFiles files = ReadRunDir(dir.string());
   ASSERT_EQ(files.ranks[0].flight_state, FileState::kOk);
   ASSERT_EQ(files.ranks[0].flight.entries.size(), 1u);
   const FlightEntry& e = files.ranks[0].flight.entries[0];
@@ -121,10 +121,10 @@ TEST(HostileRunDirTest, WrongTypesGiveFallbacks) {
 }
 
 TEST(HostileRunDirTest, NotADirectoryIsAnError) {
-  TempDir dir;
-  EXPECT_THROW(ReadRunDir(dir.path() + "/none"), Error);
-  std::ofstream(dir.path() + "/file") << "x";
-  EXPECT_THROW(ReadRunDir(dir.path() + "/file"), Error);
+  const testing::TestDir dir("run-dir");
+  EXPECT_THROW(ReadRunDir(dir.string() + "/none"), Error);
+  std::ofstream(dir.string() + "/file") << "x";
+  EXPECT_THROW(ReadRunDir(dir.string() + "/file"), Error);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include "core/run_dir/run_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/run_dir/temp_dir.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::rundir {
 namespace {
@@ -64,8 +64,8 @@ TEST(MemoryFiguresTest, AbsentAndMistypedKeysAreUnknown) {
 }
 
 TEST(MemoryFiguresTest, TelemetryLineRoundTripsThroughTheEventLog) {
-  TempDir dir;
-  const std::string path = RankDir(dir.path()).events();
+  const testing::TestDir dir("run-dir");
+  const std::string path = RankDir(dir.string()).events();
   TelemetrySample s;
   static_cast<MemoryFigures&>(s) = Distinct();
   s.step = 42;
@@ -117,8 +117,8 @@ TEST(MemoryFiguresTest, TelemetryLineRoundTripsThroughTheEventLog) {
 }
 
 TEST(MemoryFiguresTest, HeartbeatKeepsAllSeven) {
-  TempDir dir;
-  const RankDir rank(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RankDir rank(dir.string());
   Heartbeat beat;
   beat.rank = 2;
   static_cast<MemoryFigures&>(beat) = Distinct();
@@ -141,7 +141,7 @@ TEST(MemoryFiguresTest, HeartbeatKeepsAllSeven) {
 }
 
 TEST(MemoryFiguresTest, DiagnosisRanksKeepAllSeven) {
-  TempDir dir;
+  const testing::TestDir dir("run-dir");
   Diagnosis d;
   RankDiagnosis r;
   r.rank = 1;
@@ -150,7 +150,7 @@ TEST(MemoryFiguresTest, DiagnosisRanksKeepAllSeven) {
   const json j = DiagnosisToJson(d);
   ExpectAllKeys(j["ranks"][0]);
   ExpectAllKeys(j["ranks"][1]);
-  const RunDir run(dir.path());
+  const RunDir run(dir.string());
   WriteDiagnosis(run, d, "text\n");
   Diagnosis back;
   std::vector<std::string> problems;

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/run_dir/temp_dir.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::rundir {
 namespace {
@@ -70,7 +70,7 @@ TEST(SchemaTest, OldFilesAreVersionOneOtherFilesAreRefused) {
 }
 
 TEST(FlightFileTest, RoundTrip) {
-  TempDir dir;
+  const testing::TestDir dir("run-dir");
   FlightDump dump;
   dump.rank = 2;
   dump.world_size = 4;
@@ -102,7 +102,7 @@ TEST(FlightFileTest, RoundTrip) {
   dump.entries[2].shape = {1024, 1024};
   dump.entries[2].call_site = "DDP bucket 0 of train.py:30 <module>";
   dump.entries[2].bucket = 0;
-  const std::string path = RankDir(dir.path()).flight();
+  const std::string path = RankDir(dir.string()).flight();
   WriteFlight(path, dump);
   EXPECT_THAT(Slurp(path), HasSubstr("\"schema\":\"dlaunch.flight/1\""));
   FlightDump back;
@@ -127,8 +127,8 @@ TEST(FlightFileTest, RoundTrip) {
 }
 
 TEST(FlightFileTest, BrokenFilesAreProblemsNotErrors) {
-  TempDir dir;
-  const std::string path = dir.path() + "/flight.json";
+  const testing::TestDir dir("run-dir");
+  const std::string path = dir.string() + "/flight.json";
   std::vector<std::string> problems;
   FlightDump back;
   EXPECT_EQ(ReadFlight(path, "rank0/flight.json", &back, &problems), FileState::kAbsent);
@@ -146,8 +146,8 @@ TEST(FlightFileTest, BrokenFilesAreProblemsNotErrors) {
 }
 
 TEST(EventsFileTest, RoundTripThroughTheAppendOnlyLog) {
-  TempDir dir;
-  const std::string path = RankDir(dir.path()).events();
+  const testing::TestDir dir("run-dir");
+  const std::string path = RankDir(dir.string()).events();
   {
     EventLog log(path);
     log.Append(100, 1, "telemetry",
@@ -177,8 +177,8 @@ TEST(EventsFileTest, RoundTripThroughTheAppendOnlyLog) {
 }
 
 TEST(EventsFileTest, OldLinesAndGarbage) {
-  TempDir dir;
-  const std::string path = dir.path() + "/events.jsonl";
+  const testing::TestDir dir("run-dir");
+  const std::string path = dir.string() + "/events.jsonl";
   std::ofstream(path) << R"({"unix_ms": 5, "rank": 0, "kind": "oom", "message": "m"})"
                       << "\n"
                       << "\x01garbage\n\n"
@@ -196,8 +196,8 @@ TEST(EventsFileTest, OldLinesAndGarbage) {
 }
 
 TEST(HeartbeatFileTest, RoundTripAndTheAgentsForm) {
-  TempDir dir;
-  const RankDir rank(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RankDir rank(dir.string());
   Heartbeat beat;
   std::vector<std::string> problems;
   EXPECT_EQ(ReadHeartbeat(rank.heartbeat(), "rank1/heartbeat.json", &beat, &problems),
@@ -243,8 +243,8 @@ TEST(HeartbeatFileTest, RoundTripAndTheAgentsForm) {
 }
 
 TEST(ErrorFileTest, RoundTrip) {
-  TempDir dir;
-  const std::string path = RankDir(dir.path()).error();
+  const testing::TestDir dir("run-dir");
+  const std::string path = RankDir(dir.string()).error();
   ErrorReport report{1,
                      "oom",
                      "out of memory in forward",
@@ -267,7 +267,7 @@ TEST(ErrorFileTest, RoundTrip) {
 }
 
 TEST(SummaryFileTest, RoundTrip) {
-  TempDir dir;
+  const testing::TestDir dir("run-dir");
   Summary s;
   s.run_id = "r1";
   s.host = "node0";
@@ -294,7 +294,7 @@ TEST(SummaryFileTest, RoundTrip) {
   remote.status = RankStatus::kLost;
   s.ranks = {local, remote};
   s.nodes = {{0, "node0", RankStatus::kFailed, 1, ""}, {1, "node1", RankStatus::kLost, {}, "gone"}};
-  const std::string path = RunDir(dir.path()).summary();
+  const std::string path = RunDir(dir.string()).summary();
   WriteSummary(path, s);
   const json written = json::parse(Slurp(path));
   EXPECT_EQ(written["ranks"][0]["signal"], "SIGTERM");
@@ -316,8 +316,8 @@ TEST(SummaryFileTest, RoundTrip) {
 }
 
 TEST(ReportFilesTest, PreflightAndTraceRoundTrip) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   WritePreflight(run.preflight(), {{"verdict", "FAIL"},
                                    {"reasons", {"rank 1: slow"}},
                                    {"world_size", 2},
@@ -347,7 +347,7 @@ TEST(ReportFilesTest, PreflightAndTraceRoundTrip) {
 }
 
 TEST(DiagnosisFileTest, RoundTrip) {
-  TempDir dir;
+  const testing::TestDir dir("run-dir");
   Diagnosis d;
   d.kind = DiagnosisKind::kMismatch;
   d.hang_kind = HangKind::kNone;
@@ -364,7 +364,7 @@ TEST(DiagnosisFileTest, RoundTrip) {
   d.missing_ranks = {3};
   d.details = {"  #5 rank 2: allreduce double"};
   d.problems = {"rank3/ missing"};
-  d.run_dir = dir.path();
+  d.run_dir = dir.string();
   d.created_unix_ms = 9;
   RankDiagnosis r;
   r.rank = 2;
@@ -378,7 +378,7 @@ TEST(DiagnosisFileTest, RoundTrip) {
   r.line = "rank 2 [culprit]: waiting in #5";
   d.ranks = {r};
   EXPECT_EQ(r.StateText(), "waiting,stopped");
-  const RunDir run(dir.path());
+  const RunDir run(dir.string());
   WriteDiagnosis(run, d, "text\n");
   EXPECT_EQ(Slurp(run.diagnosis_text()), "text\n");
   Diagnosis back;
@@ -402,8 +402,8 @@ TEST(DiagnosisFileTest, RoundTrip) {
 }
 
 TEST(RankLogsTest, StacksTailsAndNcclWarnings) {
-  TempDir dir;
-  const RankDir rank(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RankDir rank(dir.string());
   WriteStacks(rank.stacks(), "Thread 1 (LWP 5):\n#0 0x1 in poll ()\n");
   EXPECT_EQ(ReadStacks(rank.stacks()), "Thread 1 (LWP 5):\n#0 0x1 in poll ()\n");
   EXPECT_EQ(ReadStacks(rank.path() + "/none"), "");
@@ -415,8 +415,8 @@ TEST(RankLogsTest, StacksTailsAndNcclWarnings) {
 }
 
 TEST(RunReaderTest, ReadsWhatTheWritersWrote) {
-  TempDir dir;
-  const RunDir run(dir.path());
+  const testing::TestDir dir("run-dir");
+  const RunDir run(dir.string());
   for (int r = 0; r < 2; ++r) fs::create_directories(run.rank(r).path());
   Summary s;
   s.run_id = "r";
@@ -433,7 +433,7 @@ TEST(RunReaderTest, ReadsWhatTheWritersWrote) {
   dump.rank = 1;
   dump.world_size = 3;  // a third rank whose folder is gone
   WriteFlight(run.rank(1).flight(), dump);
-  RunFiles files = ReadRunDir(dir.path());
+  RunFiles files = ReadRunDir(dir.string());
   EXPECT_EQ(files.world_size, 3);
   ASSERT_TRUE(files.summary.has_value());
   EXPECT_EQ(files.summary->run_id, "r");

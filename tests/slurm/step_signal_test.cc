@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch {
 namespace {
@@ -16,8 +17,8 @@ namespace {
 using std::chrono::seconds;
 
 TEST(StepSignalTest, RanksSignalledBeforeTheirLauncherAreAnInterruption) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("dlaunch-step-signal-" + std::to_string(::getpid()));
+  const testing::TestDir test_dir("step-signal");
+  const auto& dir = test_dir.path();
   testing::Launched l({DLAUNCH_BIN, "--log-dir", dir.string(), "--run-id", "job", "--nproc", "2",
                        TEST_RANK_BIN, "sleep"});
   std::vector<pid_t> pids;
@@ -45,7 +46,6 @@ TEST(StepSignalTest, RanksSignalledBeforeTheirLauncherAreAnInterruption) {
   std::ifstream in(dir / "job" / "summary.json");
   auto summary = nlohmann::json::parse(in, nullptr, false);
   EXPECT_EQ(summary["exit_code"], 143) << summary.dump();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
