@@ -124,7 +124,14 @@ bool ShmGroup::WaitUntil(Ready ready, Bed bed) {
       where.sleepers->fetch_sub(1);
       return true;
     }
-    // Changed since `seen` (the condition came true meanwhile): the kernel returns at once.
+    // The word to sleep on may have moved on before `seen` was read (the peer it names had
+    // already arrived, and another one is missing now): sleeping on it would wait for a change
+    // that never comes. Only a bed that is still the right one after the sleeper announced
+    // itself is slept in; a word that changed after `seen` makes the kernel return at once.
+    if (bed().word != where.word) {
+      where.sleepers->fetch_sub(1);
+      continue;
+    }
     FutexWait(where.word, seen,
               std::min<std::chrono::nanoseconds>(deadline_ - now, kShmSleepSlice));
     where.sleepers->fetch_sub(1);
