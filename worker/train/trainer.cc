@@ -568,8 +568,8 @@ namespace {
 // gives freed memory back to the kernel (munmap, or trimming the heap top past a threshold that
 // adapts to the largest block seen), so each step page-faults its buffers in again and the kernel
 // zeroes them: about 15% of a rank's CPU time with 4 ranks on 2 cores. Blocks up to 32 MiB now
-// come from the heap, and up to 64 MiB of free heap top is kept; evaluation's larger batches
-// still return their memory.
+// come from the heap, and up to 64 MiB of free heap top is kept; larger blocks, and a free heap
+// top beyond that, still go back to the kernel.
 void KeepStepMemory() {
 #ifdef __GLIBC__
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
