@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/runtime.h"
 #include "core/telemetry.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::core {
 namespace {
@@ -61,7 +62,8 @@ TEST(RuntimeTest, WorldSizeWithoutCoordinatorIsAnError) {
 }
 
 TEST(EventLogTest, OneFlushedLinePerEvent) {
-  std::string path = ::testing::TempDir() + "/events-" + std::to_string(::getpid()) + ".jsonl";
+  const dlaunch::testing::TestDir test_dir("events");
+  const std::string path = test_dir.string() + "/events.jsonl";
   {
     rundir::EventLog log(path);
     log.Append(0, "a", nlohmann::json::object());
@@ -71,7 +73,6 @@ TEST(EventLogTest, OneFlushedLinePerEvent) {
     ASSERT_TRUE(std::getline(in, line));
     EXPECT_EQ(nlohmann::json::parse(line)["kind"], "a");
   }
-  std::remove(path.c_str());
 }
 
 TEST(TelemetryTest, RssIsReadable) {

@@ -9,6 +9,7 @@
 
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher::nccl_log {
 namespace {
@@ -20,7 +21,8 @@ int64_t PeakRssBytes() {
 }
 
 TEST(LargeLogTest, HundredMegabytesInBoundedMemory) {
-  const std::string path = ::testing::TempDir() + "/nccl-large.log";
+  const dlaunch::testing::TestDir test_dir("nccl-large");
+  const std::string path = test_dir.string() + "/nccl-large.log";
   const int64_t written = testing::WriteLargeNcclLog(path, 100 << 20);
   ASSERT_GE(written, 100 << 20);
   const int64_t before = PeakRssBytes();

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <fstream>
 
+#include "tests/common/test_dir.h"
 #include "tests/nccl_log/test_util.h"
 
 namespace dlaunch::launcher::nccl_log {
@@ -156,7 +156,8 @@ TEST(ParserTest, CommsOfOneRankStaySeparate) {
 }
 
 TEST(ParserTest, ToleratesCrlfLongLinesAndNoFinalNewline) {
-  const std::string path = ::testing::TempDir() + "/odd.log";
+  const dlaunch::testing::TestDir test_dir("nccl-parser");
+  const std::string path = test_dir.string() + "/odd.log";
   {
     std::ofstream f(path, std::ios::binary);
     f << "h:1:1 [0] NCCL INFO Using network IB\r\n";
@@ -172,7 +173,6 @@ TEST(ParserTest, ToleratesCrlfLongLinesAndNoFinalNewline) {
   EXPECT_EQ(p.ranks[0].network, "IB");
   ASSERT_EQ(p.ranks[0].ib.size(), 1u);
   EXPECT_EQ(p.lines, 6);
-  std::remove(path.c_str());
 }
 
 TEST(ParserTest, UnreadableFileIsAProblemNotAnError) {

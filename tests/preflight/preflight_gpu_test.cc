@@ -11,6 +11,7 @@
 
 #include "core/comm/comm_options.h"
 #include "core/store.h"
+#include "tests/common/test_dir.h"
 #include "worker/preflight/preflight.h"
 
 namespace dlaunch::worker {
@@ -94,8 +95,8 @@ TEST_F(NcclGpuTest, PreflightWithGraphsAndRegistration) {
   comm_.reset();  // the suite makes its own on this device
   const std::vector<std::vector<std::string>> variants = {{"-G", "2"}, {"-R", "1"}, {"-R", "2"}};
   for (const auto& v : variants) {
-    fs::path dir = fs::path(::testing::TempDir()) / "dlaunch_preflight_gpu";
-    fs::remove_all(dir);
+    const dlaunch::testing::TestDir test_dir("preflight-gpu");
+    const fs::path dir = test_dir.path();
     fs::create_directories(dir / "rank0");
     PreflightContext ctx;
     ctx.store = core::MakeMemoryStore();

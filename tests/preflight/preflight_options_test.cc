@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::worker {
 namespace {
@@ -201,8 +202,8 @@ TEST(PreflightOptionsTest, SizesAcceptSuffixes) {
 
 TEST(PreflightOptionsTest, FailureReportReadsTheVerdict) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::path(::testing::TempDir()) / "dlaunch_preflight_report";
-  fs::create_directories(dir);
+  const dlaunch::testing::TestDir test_dir("preflight-report");
+  const fs::path dir = test_dir.path();
   EXPECT_EQ("", PreflightFailureReport((dir / "missing").string()));
   std::ofstream(dir / "preflight.json") << R"({"verdict": "FAIL", "reasons": ["p2p link a", "b"]})";
   std::string report = PreflightFailureReport(dir.string());

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/common/test_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -17,13 +19,6 @@ int RunCommand(const std::string& command) {
   int status = std::system(command.c_str());
   if (status == -1 || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
-}
-
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 // The binaries of this build; DLAUNCH_TEST_BIN / DLAUNCH_TEST_WORKER point elsewhere.
@@ -62,7 +57,8 @@ class PreflightProcessTest : public ::testing::Test {
 // The worker started as a plain program under the launcher: real rank processes, the real
 // coordinator's store, the run directory.
 TEST_F(PreflightProcessTest, TwoRanksPassAndWriteTheRunDirectory) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e");
+  const dlaunch::testing::TestDir test_dir("preflight-e2e");
+  const fs::path logs = test_dir.path();
   int rc = RunCommand(Launcher(logs, "pf") + " -- " + kWorker +
                       " preflight --backend gloo -b 8 -e 64K -f 64 -w 1 -n 2 --collective-timeout 2"
                       " --p2p-bytes 64K --p2p-iters 3 --slow-link-factor 0.001 > " +
@@ -93,7 +89,8 @@ TEST_F(PreflightProcessTest, TwoRanksPassAndWriteTheRunDirectory) {
 
 // The built-in command: the launcher validates the flags before it spawns anything.
 TEST_F(PreflightProcessTest, MalformedFlagExitsTwoBeforeAnyRankStarts) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e_bad");
+  const dlaunch::testing::TestDir test_dir("preflight-e2e-bad");
+  const fs::path logs = test_dir.path();
   fs::path out = logs / "out.txt";
   EXPECT_EQ(2, RunCommand(Launcher(logs, "bad") + " preflight --stepfactor 1 > " + out.string() +
                           " 2>&1"));
@@ -105,7 +102,8 @@ TEST_F(PreflightProcessTest, MalformedFlagExitsTwoBeforeAnyRankStarts) {
 
 TEST_F(PreflightProcessTest, NcclOnlyFlagOnGlooIsRefusedBeforeAnyRank) {
   for (const char* flag : {"-G 1", "-R 1"}) {
-    fs::path logs = FreshDir("dlaunch_preflight_e2e_graph");
+    const dlaunch::testing::TestDir test_dir("preflight-e2e-graph");
+    const fs::path logs = test_dir.path();
     fs::path out = logs / "out.txt";
     EXPECT_EQ(2, RunCommand(Launcher(logs, "g") + " preflight --backend gloo " + flag + " > " +
                             out.string() + " 2>&1"));
@@ -121,7 +119,8 @@ TEST_F(PreflightProcessTest, NcclOnlyFlagOnGlooIsRefusedBeforeAnyRank) {
 
 // --help is the launcher's business: printed once, no rank started, no run directory.
 TEST_F(PreflightProcessTest, HelpIsPrintedOnceWithoutStartingRanks) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e_help");
+  const dlaunch::testing::TestDir test_dir("preflight-e2e-help");
+  const fs::path logs = test_dir.path();
   fs::path out = logs / "out.txt";
   EXPECT_EQ(0, RunCommand(Launcher(logs, "h") + " preflight --help > " + out.string() + " 2>&1"));
   std::string text = ReadFile(out);
@@ -132,7 +131,8 @@ TEST_F(PreflightProcessTest, HelpIsPrintedOnceWithoutStartingRanks) {
 
 // A FAIL verdict is the cluster's result, not a crash: exit 4, the reasons, no root-cause report.
 TEST_F(PreflightProcessTest, FailIsReportedAsTheVerdict) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e_fail");
+  const dlaunch::testing::TestDir test_dir("preflight-e2e-fail");
+  const fs::path logs = test_dir.path();
   fs::path out = logs / "out.txt";
   EXPECT_EQ(4, RunCommand(Launcher(logs, "f") +
                           " preflight --backend gloo --ops allreduce -b 1K -e 4K -w 0 -n 1"
@@ -148,7 +148,8 @@ TEST_F(PreflightProcessTest, FailIsReportedAsTheVerdict) {
 }
 
 TEST_F(PreflightProcessTest, JsonOnRankZerosStdout) {
-  fs::path logs = FreshDir("dlaunch_preflight_e2e_json");
+  const dlaunch::testing::TestDir test_dir("preflight-e2e-json");
+  const fs::path logs = test_dir.path();
   ASSERT_EQ(0, RunCommand(Launcher(logs, "j") +
                           " preflight --backend gloo --ops reduce,gather -b 1K -e 4K -w 0 -n 1"
                           " --no-hang-test --no-p2p --json > " +

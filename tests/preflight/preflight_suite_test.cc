@@ -13,6 +13,7 @@
 #include "core/comm/comm_options.h"
 #include "core/error.h"
 #include "core/store.h"
+#include "tests/common/test_dir.h"
 #include "tests/preflight/nccl_parsers.h"
 #include "worker/preflight/preflight.h"
 
@@ -55,13 +56,6 @@ Outcome RunWorld(int n, const std::vector<std::string>& args, const fs::path& ru
   return out;
 }
 
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 // Small and quick. The slow-link factor is tiny because this box runs every rank as a thread on
 // two shared cores, where a descheduled thread costs a transfer milliseconds; the flagging itself
 // is covered by SlowLinkTest.
@@ -87,7 +81,8 @@ const std::vector<std::string> kQuick = {"--backend",
                                          "0.001"};
 
 TEST(PreflightSuiteTest, HealthyWorldPassesAndWritesEveryTable) {
-  fs::path dir = FreshDir("dlaunch_preflight_pass");
+  const dlaunch::testing::TestDir test_dir("preflight-pass");
+  const fs::path dir = test_dir.path();
   Outcome out = RunWorld(3, kQuick, dir);
   EXPECT_EQ((std::vector<int>{0, 0, 0}), out.exit_codes);
 
@@ -149,7 +144,8 @@ TEST(PreflightSuiteTest, HealthyWorldPassesAndWritesEveryTable) {
 TEST(PreflightSuiteTest, RealHangExitsThreeWithTimeoutEventAndDump) {
   // The ranks disagree on the ops, so after allreduce rank 1 sits in allgather while rank 0 is
   // in the p2p matrix's barrier: a genuine hang, which the watchdog must end.
-  fs::path dir = FreshDir("dlaunch_preflight_hang");
+  const dlaunch::testing::TestDir test_dir("preflight-hang");
+  const fs::path dir = test_dir.path();
   auto store = core::MakeMemoryStore();
   std::vector<int> codes(2, -1);
   std::mutex mu;
@@ -189,7 +185,8 @@ TEST(PreflightSuiteTest, RealHangExitsThreeWithTimeoutEventAndDump) {
 }
 
 TEST(PreflightSuiteTest, BusbwThresholdTurnsTheVerdictToFail) {
-  fs::path dir = FreshDir("dlaunch_preflight_fail");
+  const dlaunch::testing::TestDir test_dir("preflight-fail");
+  const fs::path dir = test_dir.path();
   std::vector<std::string> args = kQuick;
   args.insert(args.end(),
               {"--no-hang-test", "--no-p2p", "--ops", "allreduce", "--min-busbw", "100000"});
@@ -203,7 +200,8 @@ TEST(PreflightSuiteTest, BusbwThresholdTurnsTheVerdictToFail) {
 }
 
 TEST(PreflightSuiteTest, SingleRankRunsWithoutPeers) {
-  fs::path dir = FreshDir("dlaunch_preflight_single");
+  const dlaunch::testing::TestDir test_dir("preflight-single");
+  const fs::path dir = test_dir.path();
   Outcome out = RunWorld(1, kQuick, dir);
   EXPECT_EQ(std::vector<int>{0}, out.exit_codes);
   std::ifstream in(dir / "preflight.json");
@@ -213,7 +211,8 @@ TEST(PreflightSuiteTest, SingleRankRunsWithoutPeers) {
 }
 
 TEST(PreflightSuiteTest, CoordinatorDumpCommandWritesTheFlightRecorder) {
-  fs::path dir = FreshDir("dlaunch_preflight_dump");
+  const dlaunch::testing::TestDir test_dir("preflight-dump");
+  const fs::path dir = test_dir.path();
   std::function<void(core::CommandKind, const std::string&)> handler;
   std::vector<std::string> events;
   bool dumped_once = false;
@@ -287,7 +286,8 @@ size_t ExpectNoWrong(const nlohmann::json& doc) {
 }
 
 TEST(PreflightSuiteTest, EveryOpTypeAndReductionIsCorrect) {
-  fs::path dir = FreshDir("dlaunch_preflight_all");
+  const dlaunch::testing::TestDir test_dir("preflight-all");
+  const fs::path dir = test_dir.path();
   Outcome out = RunWorld(3, Small({"-d", "all", "-o", "all", "-r", "1", "-e", "64"}), dir);
   EXPECT_EQ((std::vector<int>{0, 0, 0}), out.exit_codes);
   auto doc = Doc(dir);
@@ -313,7 +313,8 @@ TEST(PreflightSuiteTest, EveryOpTypeAndReductionIsCorrect) {
 TEST(PreflightSuiteTest, AllToAllVIsCorrectAtSeveralWorldSizes) {
   for (int n : {1, 2, 3, 4, 5}) {
     for (const char* transport : {"shm", "tcp"}) {
-      fs::path dir = FreshDir("dlaunch_preflight_alltoallv");
+      const dlaunch::testing::TestDir test_dir("preflight-alltoallv");
+      const fs::path dir = test_dir.path();
       Outcome out = RunWorld(n,
                              Small({"--ops", "alltoallv", "-d", "all", "-b", "1K", "-e", "64K",
                                     "-f", "8", "--transport", transport}),
@@ -372,7 +373,8 @@ TEST(PreflightSuiteTest, GlooAnswersAllToAllVGraphsAndRegistrationPlainly) {
 TEST(PreflightSuiteTest, GraphAndRegistrationFlagsAreRefusedWhereAutoPicksGloo) {
   if (core::NcclAvailable()) GTEST_SKIP() << "a GPU is visible: auto picks nccl";
   for (const char* flag : {"-G", "-R"}) {
-    fs::path dir = FreshDir("dlaunch_preflight_auto_graph");
+    const dlaunch::testing::TestDir test_dir("preflight-auto-graph");
+    const fs::path dir = test_dir.path();
     std::vector<std::string> args = Small({flag, "1", "--ops", "allreduce"});
     args[1] = "auto";  // Small() starts with --backend gloo
     ::testing::internal::CaptureStderr();
@@ -386,7 +388,8 @@ TEST(PreflightSuiteTest, GraphAndRegistrationFlagsAreRefusedWhereAutoPicksGloo) 
 }
 
 TEST(PreflightSuiteTest, EveryRootIsCorrect) {
-  fs::path dir = FreshDir("dlaunch_preflight_roots");
+  const dlaunch::testing::TestDir test_dir("preflight-roots");
+  const fs::path dir = test_dir.path();
   Outcome out = RunWorld(3, Small({"--ops", "broadcast,reduce,gather,scatter", "-r", "all"}), dir);
   EXPECT_EQ((std::vector<int>{0, 0, 0}), out.exit_codes);
   auto doc = Doc(dir);
@@ -402,7 +405,8 @@ TEST(PreflightSuiteTest, BlockingAverageAndCheckFlags) {
   const std::vector<std::vector<std::string>> variants = {
       {"-z", "1", "-a", "0"}, {"-z", "2", "-a", "2"}, {"-z", "3", "-a", "3", "-c", "3"}};
   for (const auto& v : variants) {
-    fs::path dir = FreshDir("dlaunch_preflight_flags");
+    const dlaunch::testing::TestDir test_dir("preflight-flags");
+    const fs::path dir = test_dir.path();
     std::vector<std::string> args = v;
     args.insert(args.end(), {"--ops", "allreduce,gather,alltoall", "-n", "2"});
     Outcome out = RunWorld(2, Small(args), dir);
@@ -413,7 +417,8 @@ TEST(PreflightSuiteTest, BlockingAverageAndCheckFlags) {
     EXPECT_EQ(std::stoi(v[1]), doc["options"]["blocking"]);
   }
   // -c 0: nothing checked, every #wrong is N/A.
-  fs::path dir = FreshDir("dlaunch_preflight_nocheck");
+  const dlaunch::testing::TestDir test_dir("preflight-nocheck");
+  const fs::path dir = test_dir.path();
   EXPECT_EQ((std::vector<int>{0, 0}),
             RunWorld(2, Small({"--ops", "allreduce", "-c", "0"}), dir).exit_codes);
   auto unchecked = Doc(dir);
@@ -424,7 +429,8 @@ TEST(PreflightSuiteTest, BlockingAverageAndCheckFlags) {
 }
 
 TEST(PreflightSuiteTest, LinearStepsVisitEverySize) {
-  fs::path dir = FreshDir("dlaunch_preflight_linear");
+  const dlaunch::testing::TestDir test_dir("preflight-linear");
+  const fs::path dir = test_dir.path();
   RunWorld(2, Small({"--ops", "broadcast", "-b", "1K", "-e", "3K", "-i", "1K"}), dir);
   std::vector<size_t> sizes;
   auto doc = Doc(dir);
@@ -435,7 +441,8 @@ TEST(PreflightSuiteTest, LinearStepsVisitEverySize) {
 // Rank 0's stdout with one op is a file nccl-tests' readers take unchanged; --json and --csv put
 // machine-readable output there instead.
 TEST(PreflightSuiteTest, StdoutFormats) {
-  fs::path dir = FreshDir("dlaunch_preflight_stdout");
+  const dlaunch::testing::TestDir test_dir("preflight-stdout");
+  const fs::path dir = test_dir.path();
   ::testing::internal::CaptureStdout();
   Outcome out = RunWorld(2, Small({"--ops", "all_reduce_perf", "-e", "64K", "-f", "4"}), dir);
   std::string text = ::testing::internal::GetCapturedStdout();
@@ -475,7 +482,8 @@ TEST(PreflightSuiteTest, StdoutFormats) {
 // The shared 2-core host deschedules a rank now and then: a link measured slow once is measured
 // again before it is flagged, and the verdict gives every figure.
 TEST(PreflightSuiteTest, NoiseOnALinkIsRemeasuredNotFlagged) {
-  fs::path dir = FreshDir("dlaunch_preflight_noise");
+  const dlaunch::testing::TestDir test_dir("preflight-noise");
+  const fs::path dir = test_dir.path();
   auto slow_first_round = [](int src, int dst, int round) {
     if (src == 0 && dst == 1 && round == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -535,7 +543,8 @@ TEST(PreflightSuiteTest, NoiseOnALinkIsRemeasuredNotFlagged) {
 }
 
 TEST(PreflightSuiteTest, PersistentSlowLinkFailsWithRepeatFigures) {
-  fs::path dir = FreshDir("dlaunch_preflight_slowlink");
+  const dlaunch::testing::TestDir test_dir("preflight-slowlink");
+  const fs::path dir = test_dir.path();
   auto always_slow = [](int src, int dst, int) {
     if (src == 2 && dst == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
   };

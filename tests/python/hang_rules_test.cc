@@ -9,6 +9,7 @@
 
 #include "launcher/diagnose/hang_monitor.h"
 #include "launcher/python/agent_files.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -20,10 +21,7 @@ constexpr int64_t kTimeoutMs = 10000;
 
 class QuietJob : public JobView {
  public:
-  explicit QuietJob(int world)
-      : dir_(std::filesystem::temp_directory_path() /
-             ("dlaunch-hang-rules-" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(dir_);
+  explicit QuietJob(int world) {
     for (int r = 0; r < world; ++r) {
       RankLiveState s;
       s.rank = r;
@@ -32,7 +30,6 @@ class QuietJob : public JobView {
       ranks.push_back(s);
     }
   }
-  ~QuietJob() override { std::filesystem::remove_all(dir_); }
   std::vector<RankLiveState> Ranks() override { return ranks; }
   void RequestDump(const std::string&) override { ++dumps; }
   std::string run_dir() const override { return dir_.string(); }
@@ -48,7 +45,7 @@ class QuietJob : public JobView {
   int dumps = 0;
 
  private:
-  std::filesystem::path dir_;
+  const dlaunch::testing::TestDir dir_{"hang-rules"};
 };
 
 HangMonitor::Options Quick() {
@@ -194,9 +191,8 @@ TEST(HangRulesTest, OpaqueSilenceCountsOnlyWhenAskedFor) {
 }
 
 TEST(AgentFilesTest, HeartbeatFileBecomesRankStatus) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("dlaunch-agent-files-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const dlaunch::testing::TestDir test_dir("agent-files");
+  const std::filesystem::path& dir = test_dir.path();
   EXPECT_FALSE(python::ReadAgentHeartbeat(dir.string()).has_value());
   std::ofstream(dir / "heartbeat.json")
       << R"({"schema":"dlaunch.heartbeat/1","rank":1,"pid":42,"unix_ms":5,"step":7,)"
@@ -218,7 +214,6 @@ TEST(AgentFilesTest, HeartbeatFileBecomesRankStatus) {
   EXPECT_FALSE(python::ReadAgentHeartbeat(dir.string()).has_value());
   python::RequestAgentDump(dir.string(), "hang");
   EXPECT_TRUE(std::filesystem::exists(dir / "dump_request"));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "launcher/diagnose/analyzer.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -32,14 +33,6 @@ std::string Slot(int64_t seq, const std::string& state, int64_t count) {
 
 class PythonEvidenceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    run_ = fs::temp_directory_path() /
-           ("dlaunch-pyev-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(run_);
-    fs::create_directories(run_);
-  }
-  void TearDown() override { fs::remove_all(run_); }
   fs::path Rank(int r) {
     fs::path p = run_ / ("rank" + std::to_string(r));
     fs::create_directories(p);
@@ -59,7 +52,8 @@ class PythonEvidenceTest : public ::testing::Test {
            ",\"world_size\":2,\"backend\":\"gloo\",\"reason\":\"periodic\",\"entries\":[" +
            entries + "]}\n";
   }
-  fs::path run_;
+  const dlaunch::testing::TestDir test_dir_{"pyev"};
+  const fs::path run_ = test_dir_.path();
 };
 
 TEST_F(PythonEvidenceTest, TailReplacesAndExtendsFlightJson) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 
@@ -26,14 +27,6 @@ class PythonJobTest : public ::testing::Test {
       GTEST_SKIP()
           << "/usr/bin/python3 with torch is not available (apt-get install python3-torch)";
     }
-    dir_ = std::filesystem::temp_directory_path() /
-           ("dlaunch-py-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   // dlaunch --log-dir <tmp> --run-id run --python /usr/bin/python3 <args...>
@@ -61,7 +54,8 @@ class PythonJobTest : public ::testing::Test {
   }
   nlohmann::json Diagnosis() const { return ReadJson(RunDir() / "diagnosis.json"); }
 
-  std::filesystem::path dir_;
+  const TestDir test_dir_{"py"};
+  const std::filesystem::path dir_ = test_dir_.path();
 };
 
 }  // namespace dlaunch::testing

@@ -16,6 +16,7 @@
 #include "launcher/diagnose/python_evidence.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/python/pickle_reader.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -52,15 +53,14 @@ std::string Joined(const std::vector<std::string>& lines) {
 
 // What /usr/bin/python3's pickle makes of `expr` at `protocol`; "" without that interpreter.
 std::string PythonPickle(const std::string& expr, int protocol) {
-  const fs::path out = fs::temp_directory_path() / ("dlaunch-pickle-" + std::to_string(::getpid()));
+  const dlaunch::testing::TestDir dir("pickle");
+  const fs::path out = dir.path() / "out.pickle";
   const std::string cmd =
       "/usr/bin/python3 -c 'import pickle,sys; sys.stdout.buffer.write("
       "pickle.dumps(" +
       expr + ", protocol=" + std::to_string(protocol) + "))' > " + out.string() + " 2>/dev/null";
   if (std::system(cmd.c_str()) != 0) return "";
-  std::string bytes = ReadBytes(out);
-  fs::remove(out);
-  return bytes;
+  return ReadBytes(out);
 }
 
 TEST(PickleReaderTest, ReadsPythonsPicklesAtEveryProtocol) {
@@ -268,15 +268,9 @@ TEST(TorchFlightTest, DiagnosisOfASizeMismatchFromTorchsDumps) {
 
 class TorchFlightDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    run_ = fs::temp_directory_path() /
-           ("dlaunch-torchfr-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(run_);
-    fs::copy(Fixture("torch_fr_hang"), run_, fs::copy_options::recursive);
-  }
-  void TearDown() override { fs::remove_all(run_); }
-  fs::path run_;
+  void SetUp() override { fs::copy(Fixture("torch_fr_hang"), run_, fs::copy_options::recursive); }
+  const dlaunch::testing::TestDir test_dir_{"torchfr"};
+  const fs::path run_ = test_dir_.path();
 };
 
 // With the agent's records there, they decide; torch's dumps are shown beside them.
