@@ -338,7 +338,7 @@ train_fp16_part() {
     train --device cuda --amp fp16 --steps 300 --eval-every 100 --no-preflight 2>&1 |
     tee "$out"
   rc=${PIPESTATUS[0]}
-  if grep -q "this build's libtorch has no CUDA\|has no libtorch" "$out"; then
+  if grep -q "this build's libtorch has no CUDA\|built without libtorch" "$out"; then
     log "train --amp fp16 skipped: the worker's libtorch has no CUDA"
     return 0
   fi
