@@ -1,4 +1,5 @@
 #include "tests/diagnose/test_util.h"
+
 #include <filesystem>
 
 namespace dlaunch::launcher::testing {
