@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/comm/comm_options.h"
+#include "core/comm/shm_group.h"
 #include "core/store.h"
 
 namespace dlaunch::core::testing {
@@ -24,6 +25,21 @@ inline CommOptions GlooOptions(int rank, int size, std::shared_ptr<Store> store,
   o.timeout = timeout;
   o.rendezvous_timeout = std::chrono::seconds(30);
   return o;
+}
+
+// Local rank `local` of an n-rank shared-memory group over `store` (world ranks 10, 11, ...). A
+// 4 KiB slot gives 1 KiB send/recv rings, so most test messages wrap around them many times.
+inline std::unique_ptr<ShmGroup> JoinShmGroup(int local, int n, const std::shared_ptr<Store>& store,
+                                              bool attach = true) {
+  ShmGroupOptions o;
+  o.local_rank = local;
+  for (int r = 0; r < n; ++r) o.world_ranks.push_back(10 + r);
+  o.store = store;
+  o.slot_bytes = 4096;
+  o.rendezvous_timeout = std::chrono::seconds(30);
+  auto g = std::make_unique<ShmGroup>(o);
+  if (attach) g->Attach();
+  return g;
 }
 
 // Calls body(rank) on `size` threads; rethrows the first exception after all joined.

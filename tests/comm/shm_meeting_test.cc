@@ -19,21 +19,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using testing::JoinShmGroup;
 using testing::RunRanks;
 
 constexpr int kRanks = 4;
-
-std::unique_ptr<ShmGroup> Join(int local, const std::shared_ptr<Store>& store) {
-  ShmGroupOptions o;
-  o.local_rank = local;
-  for (int r = 0; r < kRanks; ++r) o.world_ranks.push_back(10 + r);
-  o.store = store;
-  o.slot_bytes = 4096;
-  o.rendezvous_timeout = std::chrono::seconds(30);
-  auto g = std::make_unique<ShmGroup>(o);
-  g->Attach();
-  return g;
-}
 
 Clock::time_point In(milliseconds ms) { return Clock::now() + ms; }
 
@@ -56,7 +45,7 @@ TEST(ShmMeetingTest, APeerArrivingAfterTheOthersSleptOnItsFlagReleasesThem) {
     std::vector<Clock::time_point> done(kRanks);
     Clock::time_point arrived;
     RunRanks(kRanks, [&](int r) {
-      auto g = Join(r, store);
+      auto g = JoinShmGroup(r, kRanks, store);
       g->Barrier(In(std::chrono::seconds(30)));
       if (r == late) {
         std::this_thread::sleep_for(milliseconds(60));
@@ -76,7 +65,7 @@ TEST(ShmMeetingTest, RanksDriftingApartNeverReadASlotOfAnotherRound) {
   // flag read as a later round's, would show up as a wrong sum.
   auto store = MakeMemoryStore();
   RunRanks(kRanks, [&](int r) {
-    auto g = Join(r, store);
+    auto g = JoinShmGroup(r, kRanks, store);
     for (int round = 0; round < 300; ++round) {
       if ((round * 7 + r * 3) % 11 == 0) {
         std::this_thread::sleep_for(std::chrono::microseconds((round % 5) * 150));
@@ -91,7 +80,7 @@ TEST(ShmMeetingTest, ARankThatNeverArrivesIsNamedAtTheDeadline) {
   auto store = MakeMemoryStore();
   constexpr int kAbsent = 2;
   RunRanks(kRanks, [&](int r) {
-    auto g = Join(r, store);
+    auto g = JoinShmGroup(r, kRanks, store);
     if (r == kAbsent) {
       // Present (attached, alive) but never at the meeting, until the others gave up.
       store->Get("gave_up", std::chrono::seconds(30));
@@ -118,7 +107,7 @@ TEST(ShmMeetingTest, AbortReleasesRanksAsleepOnAMissingFlag) {
   constexpr int kAbsent = 3;
   std::vector<std::unique_ptr<ShmGroup>> groups(kRanks);
   RunRanks(kRanks, [&](int r) {
-    groups[r] = Join(r, store);
+    groups[r] = JoinShmGroup(r, kRanks, store);
     store->Add("joined", 1);
     if (r == kAbsent) {
       store->Get("released", std::chrono::seconds(30));
@@ -151,7 +140,7 @@ TEST(ShmMeetingTest, AbortReleasesRanksAsleepOnAMissingFlag) {
 TEST(ShmMeetingTest, RanksCallingDifferentOpsAllStopWithBothShapes) {
   auto store = MakeMemoryStore();
   RunRanks(kRanks, [&](int r) {
-    auto g = Join(r, store);
+    auto g = JoinShmGroup(r, kRanks, store);
     std::vector<float> buf(64, 1.0f);
     const size_t count = r == 1 ? 63 : 64;
     try {

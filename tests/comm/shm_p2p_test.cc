@@ -15,21 +15,8 @@ namespace dlaunch::core {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::JoinShmGroup;
 using testing::RunRanks;
-
-// A 4 KiB slot gives 1 KiB rings, so most messages below wrap around them many times.
-std::unique_ptr<ShmGroup> Join(int local, int n, const std::shared_ptr<Store>& store,
-                               bool attach = true) {
-  ShmGroupOptions o;
-  o.local_rank = local;
-  for (int r = 0; r < n; ++r) o.world_ranks.push_back(10 + r);
-  o.store = store;
-  o.slot_bytes = 4096;
-  o.rendezvous_timeout = std::chrono::seconds(30);
-  auto g = std::make_unique<ShmGroup>(o);
-  if (attach) g->Attach();
-  return g;
-}
 
 Clock::time_point Soon() { return Clock::now() + std::chrono::seconds(30); }
 
@@ -43,7 +30,7 @@ TEST(ShmP2PTest, RingOfSendRecvLargerThanTheRingsDeliversEveryByte) {
   constexpr int kRanks = 4;
   auto store = MakeMemoryStore();
   RunRanks(kRanks, [&](int r) {
-    auto g = Join(r, kRanks, store);
+    auto g = JoinShmGroup(r, kRanks, store);
     ASSERT_EQ(1024u, g->channel_bytes());
     const int right = (r + 1) % kRanks, left = (r + kRanks - 1) % kRanks;
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{1015}, size_t{1016}, size_t{1024},
@@ -60,7 +47,7 @@ TEST(ShmP2PTest, RingOfSendRecvLargerThanTheRingsDeliversEveryByte) {
 TEST(ShmP2PTest, TwoRanksExchangingBothWaysAtOnceDoNotDeadlock) {
   auto store = MakeMemoryStore();
   RunRanks(2, [&](int r) {
-    auto g = Join(r, 2, store);
+    auto g = JoinShmGroup(r, 2, store);
     // Far more than a ring each way: each side must drain the other while it sends.
     const size_t bytes = 8 << 20;
     std::vector<char> send = Pattern(r, bytes), recv(bytes);
@@ -73,7 +60,7 @@ TEST(ShmP2PTest, SendsThatFitReturnBeforeTheReceiverStartsAndKeepTheirOrder) {
   auto store = MakeMemoryStore();
   std::promise<void> all_sent;
   RunRanks(2, [&](int r) {
-    auto g = Join(r, 2, store);
+    auto g = JoinShmGroup(r, 2, store);
     constexpr int kMessages = 20;  // 20 x (8 + 40) bytes fit a 1 KiB ring
     if (r == 0) {
       for (int m = 0; m < kMessages; ++m) {
@@ -95,7 +82,7 @@ TEST(ShmP2PTest, SendsThatFitReturnBeforeTheReceiverStartsAndKeepTheirOrder) {
 TEST(ShmP2PTest, AReceiveOfTheWrongSizeIsRefusedBeforeItReadsThePayload) {
   auto store = MakeMemoryStore();
   RunRanks(2, [&](int r) {
-    auto g = Join(r, 2, store);
+    auto g = JoinShmGroup(r, 2, store);
     if (r == 0) {
       std::vector<char> msg(100, 'a');
       g->SendRecv(msg.data(), msg.size(), 1, nullptr, 0, -1, Soon());
@@ -118,7 +105,7 @@ TEST(ShmP2PTest, AReceiveOfTheWrongSizeIsRefusedBeforeItReadsThePayload) {
 TEST(ShmP2PTest, AReceiveNobodySendsTimesOutNamingThePeer) {
   auto store = MakeMemoryStore();
   RunRanks(2, [&](int r) {
-    auto g = Join(r, 2, store);
+    auto g = JoinShmGroup(r, 2, store);
     if (r == 0) {
       g->Barrier(Soon());  // stays attached until rank 1 is done
       return;
@@ -142,7 +129,7 @@ TEST(ShmP2PTest, AReceiveNobodySendsTimesOutNamingThePeer) {
 TEST(ShmP2PTest, AbortReleasesABlockedSend) {
   auto store = MakeMemoryStore();
   std::vector<std::unique_ptr<ShmGroup>> groups(2);
-  RunRanks(2, [&](int r) { groups[r] = Join(r, 2, store, /*attach=*/false); });
+  RunRanks(2, [&](int r) { groups[r] = JoinShmGroup(r, 2, store, /*attach=*/false); });
   // Rank 1 never receives, so a message four times the ring blocks rank 0 until the abort.
   auto send = std::async(std::launch::async, [&] {
     groups[0]->Attach();
