@@ -66,22 +66,9 @@ class ShmTwoNodeTest : public ::testing::Test {
 
   std::vector<std::string> Node(int node, const std::string& endpoint,
                                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {DLAUNCH_BIN,
-                                     "--nnodes",
-                                     "2",
-                                     "--node-rank",
-                                     std::to_string(node),
-                                     "--rdzv-endpoint",
-                                     endpoint,
-                                     "--nproc",
-                                     "2",
-                                     "--log-dir",
-                                     (dir_ / ("node" + std::to_string(node))).string(),
-                                     "--run-id",
-                                     "job",
-                                     "--rdzv-timeout",
-                                     "30",
-                                     "--skip-doctor"};
+    std::vector<std::string> argv =
+        TwoNodeArgv(DLAUNCH_BIN, node, endpoint, (dir_ / ("node" + std::to_string(node))).string());
+    argv.insert(argv.end(), {"--rdzv-timeout", "30", "--skip-doctor"});
     argv.insert(argv.end(), extra.begin(), extra.end());
     // Every op the shared-memory path carries, with sizes past one 1 MiB slot, then the
     // send/recv matrix; --transport shm makes a failure to set it up an error.

@@ -154,6 +154,26 @@ class ExitWatch {
   std::vector<pollfd> fds_;
 };
 
+// dlaunch (`bin`) as node `node` of a static two-node job of 2 ranks per node, over `endpoint`,
+// with its run directory at `log_dir`/job.
+inline std::vector<std::string> TwoNodeArgv(const std::string& bin, int node,
+                                            const std::string& endpoint,
+                                            const std::string& log_dir) {
+  return {bin,
+          "--nnodes",
+          "2",
+          "--node-rank",
+          std::to_string(node),
+          "--rdzv-endpoint",
+          endpoint,
+          "--nproc",
+          "2",
+          "--log-dir",
+          log_dir,
+          "--run-id",
+          "job"};
+}
+
 // pids of the ranks, from their "ready PID" console lines (the console prefixes "[rank R] ").
 inline std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
   std::map<int, pid_t> pids;

@@ -31,21 +31,8 @@ class MultiNodeTest : public ::testing::Test {
   // dlaunch as node `node` of 2 with 2 ranks each, over loopback.
   std::vector<std::string> Node(int node, std::vector<std::string> program,
                                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {DLAUNCH_BIN,
-                                     "--nnodes",
-                                     "2",
-                                     "--node-rank",
-                                     std::to_string(node),
-                                     "--rdzv-endpoint",
-                                     endpoint_,
-                                     "--nproc",
-                                     "2",
-                                     "--log-dir",
-                                     LogDir(node),
-                                     "--run-id",
-                                     "job",
-                                     "--heartbeat-timeout",
-                                     "3"};
+    std::vector<std::string> argv = TwoNodeArgv(DLAUNCH_BIN, node, endpoint_, LogDir(node));
+    argv.insert(argv.end(), {"--heartbeat-timeout", "3"});
     if (std::find(extra.begin(), extra.end(), "--rdzv-timeout") == extra.end()) {
       extra.insert(extra.end(), {"--rdzv-timeout", "20"});
     }
