@@ -78,7 +78,7 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
     auto it = launcher_env_.find(name);
     return it != launcher_env_.end() && !it->second.empty();
   };
-  if (o.nproc > 1 && !inherited("OMP_NUM_THREADS")) v["OMP_NUM_THREADS"] = "1";
+  // OMP_NUM_THREADS comes with the rank's placement (placement.h): its share of the cores.
   if (!inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING")) v["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
   if (!o.nccl_debug.empty()) v["NCCL_DEBUG"] = o.nccl_debug;
   if (o.nccl_debug == "INFO" && !inherited("NCCL_DEBUG_SUBSYS")) {

@@ -121,17 +121,24 @@ std::vector<int> SocketCpus(const Topology& m, int numa) {
   return cpus;
 }
 
-// The share of the NUMA node's physical cores (with their hyperthreads) that slot `slot` gets
-// when the node's slots split them evenly.
-std::vector<int> ExclusiveCpus(const Topology& m, const std::vector<int>& slot_numa, int slot) {
-  const int numa = slot_numa[slot];
-  std::map<std::pair<int, int>, std::vector<int>> cores;  // (socket, core) -> CPUs
-  for (int c : NodeCpus(m, numa)) {
+// (socket, core) -> its CPUs: the physical cores among `cpus`, each with its hyperthreads.
+std::map<std::pair<int, int>, std::vector<int>> PhysicalCores(const Topology& m,
+                                                              const std::vector<int>& cpus) {
+  std::map<std::pair<int, int>, std::vector<int>> cores;
+  for (int c : cpus) {
     auto s = m.cpu_socket.find(c);
     auto k = m.cpu_core.find(c);
     cores[{s == m.cpu_socket.end() ? 0 : s->second, k == m.cpu_core.end() ? c : k->second}]
         .push_back(c);
   }
+  return cores;
+}
+
+// The share of the NUMA node's physical cores (with their hyperthreads) that slot `slot` gets
+// when the node's slots split them evenly.
+std::vector<int> ExclusiveCpus(const Topology& m, const std::vector<int>& slot_numa, int slot) {
+  const int numa = slot_numa[slot];
+  const auto cores = PhysicalCores(m, NodeCpus(m, numa));
   const int sharing = static_cast<int>(std::count(slot_numa.begin(), slot_numa.end(), numa));
   const int position =
       static_cast<int>(std::count(slot_numa.begin(), slot_numa.begin() + slot, numa));
@@ -245,6 +252,12 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
   }
   const std::vector<int> slot_numa =
       req.numa_binding.empty() ? std::vector<int>{} : SlotNuma(cpu_req, m, visible);
+  // The CPU set of every slot on the machine, where ranks of node or socket binding share one.
+  std::vector<std::vector<int>> shared_sets;
+  if (req.numa_binding == "node" || req.numa_binding == "socket") {
+    for (int numa : slot_numa)
+      shared_sets.push_back(req.numa_binding == "node" ? NodeCpus(m, numa) : SocketCpus(m, numa));
+  }
   std::vector<RankPlacement> out(req.nproc);
   for (int r = 0; r < req.nproc; ++r) {
     RankPlacement& p = out[r];
@@ -254,11 +267,21 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     } else if (req.gpu_binding == "local-rank" && mine != visible) {
       p.cuda_visible_devices = Join(mine);  // LOCAL_RANK indexes this launcher's part
     }
-    if (req.numa_binding.empty()) continue;
-    const int slot = cpu_req.share_index * req.nproc + r;
-    if (req.numa_binding == "node") p.cpus = NodeCpus(m, slot_numa[slot]);
-    if (req.numa_binding == "socket") p.cpus = SocketCpus(m, slot_numa[slot]);
-    if (req.numa_binding == "exclusive") p.cpus = ExclusiveCpus(m, slot_numa, slot);
+    // Unbound ranks share the launcher's CPUs with every rank of the launchers that share them.
+    int sharing = req.nproc * cpu_req.share_count;
+    if (!req.numa_binding.empty()) {
+      const int slot = cpu_req.share_index * req.nproc + r;
+      if (req.numa_binding == "exclusive") {
+        p.cpus = ExclusiveCpus(m, slot_numa, slot);
+        sharing = 1;
+      } else {
+        p.cpus = shared_sets[slot];
+        sharing = static_cast<int>(std::count(shared_sets.begin(), shared_sets.end(), p.cpus));
+      }
+    }
+    const int cores =
+        static_cast<int>(PhysicalCores(m, p.cpus.empty() ? m.allowed_cpus : p.cpus).size());
+    p.threads = std::max(1, cores / sharing);
   }
   return out;
 }
@@ -279,6 +302,17 @@ std::string FormatPlacement(const std::vector<RankPlacement>& placement) {
 
 void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec) {
   spec->cpus = placement.cpus;
+  // A value the user gave (inherited or --env) stays; an empty one counts as none.
+  auto omp = std::find_if(spec->env.begin(), spec->env.end(),
+                          [](const std::string& e) { return e.rfind("OMP_NUM_THREADS=", 0) == 0; });
+  if (omp == spec->env.end() || *omp == "OMP_NUM_THREADS=") {
+    const std::string kv = "OMP_NUM_THREADS=" + std::to_string(placement.threads);
+    if (omp == spec->env.end()) {
+      spec->env.push_back(kv);
+    } else {
+      *omp = kv;
+    }
+  }
   if (!placement.cuda_visible_devices) return;
   const std::string kv = "CUDA_VISIBLE_DEVICES=" + *placement.cuda_visible_devices;
   auto it = std::find_if(spec->env.begin(), spec->env.end(), [](const std::string& e) {

@@ -40,6 +40,9 @@ struct RankPlacement {
   int gpu = -1;  // index into the machine's GPUs, -1 none or unknown (a UUID)
   std::optional<std::string> cuda_visible_devices;  // set for the rank when present
   std::vector<int> cpus;                            // empty: the launcher's affinity
+  // OMP_NUM_THREADS unless the user set it: the rank's share of the physical cores it may run
+  // on (its CPUs, or the launcher's split among the ranks that share them), at least 1.
+  int threads = 1;
 };
 
 // One entry per local rank. Throws UsageError for a binding the machine cannot give (isolate
@@ -49,7 +52,8 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& request, const 
 // "local rank 0: CUDA_VISIBLE_DEVICES=0 CPUs 0-11; local rank 1: ..." for the console.
 std::string FormatPlacement(const std::vector<RankPlacement>& placement);
 
-// Sets the rank's CUDA_VISIBLE_DEVICES in spec->env and its CPUs.
+// Sets the rank's CUDA_VISIBLE_DEVICES and OMP_NUM_THREADS (where none is set) in spec->env, and
+// its CPUs.
 void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec);
 
 // "0-3,8" <-> {0,1,2,3,8}. ParseCpuList throws UsageError.

@@ -157,11 +157,56 @@ TEST(PlacementTest, ApplySetsOrReplacesCudaVisibleDevices) {
   p.cuda_visible_devices = "2";
   p.cpus = {3};
   ApplyPlacement(p, &spec);
-  EXPECT_EQ(spec.env, (std::vector<std::string>{"A=1", "CUDA_VISIBLE_DEVICES=2"}));
+  EXPECT_EQ(spec.env,
+            (std::vector<std::string>{"A=1", "CUDA_VISIBLE_DEVICES=2", "OMP_NUM_THREADS=1"}));
   EXPECT_EQ(spec.cpus, std::vector<int>{3});
   ProcessSpec bare;
+  bare.env = {"OMP_NUM_THREADS=2"};
   ApplyPlacement(p, &bare);
-  EXPECT_EQ(bare.env, std::vector<std::string>{"CUDA_VISIBLE_DEVICES=2"});
+  EXPECT_EQ(bare.env, (std::vector<std::string>{"OMP_NUM_THREADS=2", "CUDA_VISIBLE_DEVICES=2"}));
+}
+
+TEST(PlacementTest, ThreadsAreTheRanksShareOfThePhysicalCores) {
+  const Topology m = TwoSocketMachine();  // 8 cores, 16 CPUs
+  auto threads = [&](const PlacementRequest& r, const Topology& t) {
+    std::vector<int> out;
+    for (const RankPlacement& p : PlanPlacement(r, t)) out.push_back(p.threads);
+    return out;
+  };
+  EXPECT_EQ(threads(Request(1), m), std::vector<int>{8});  // hyperthreads do not count
+  EXPECT_EQ(threads(Request(4), m), std::vector<int>(4, 2));
+  EXPECT_EQ(threads(Request(16), m), std::vector<int>(16, 1));  // never 0
+  PlacementRequest shared = Request(2);
+  shared.share_index = 1;
+  shared.share_count = 2;  // two launchers on the machine, neither bound
+  EXPECT_EQ(threads(shared, m), std::vector<int>(2, 2));
+  Topology bound = m;
+  bound.allowed_cpus = {4, 5, 12, 13};  // this launcher was bound to 2 cores
+  EXPECT_EQ(threads(shared, bound), std::vector<int>(2, 1));
+  // Binding: exclusive ranks own their cores; node binding shares the GPU's NUMA node.
+  EXPECT_EQ(threads(Request(8, "local-rank", "exclusive"), m), std::vector<int>(8, 1));
+  Topology no_gpus = m;
+  no_gpus.gpu_numa.clear();
+  EXPECT_EQ(threads(Request(4, "local-rank", "exclusive"), no_gpus), std::vector<int>(4, 2));
+  EXPECT_EQ(threads(Request(2, "local-rank", "node"), m), std::vector<int>(2, 2));  // GPUs 0, 1
+  EXPECT_EQ(threads(Request(8, "local-rank", "node"), m), std::vector<int>(8, 1));
+  EXPECT_EQ(threads(Request(2, "local-rank", "socket"), no_gpus), std::vector<int>(2, 4));
+}
+
+TEST(PlacementTest, ApplySetsOmpNumThreadsUnlessTheUserDid) {
+  RankPlacement p;
+  p.threads = 6;
+  ProcessSpec bare;
+  ApplyPlacement(p, &bare);
+  EXPECT_EQ(bare.env, std::vector<std::string>{"OMP_NUM_THREADS=6"});
+  ProcessSpec empty;
+  empty.env = {"OMP_NUM_THREADS=", "A=1"};
+  ApplyPlacement(p, &empty);
+  EXPECT_EQ(empty.env, (std::vector<std::string>{"OMP_NUM_THREADS=6", "A=1"}));
+  ProcessSpec given;
+  given.env = {"OMP_NUM_THREADS=3"};
+  ApplyPlacement(p, &given);
+  EXPECT_EQ(given.env, std::vector<std::string>{"OMP_NUM_THREADS=3"});
 }
 
 TEST(PlacementTest, CpuLists) {

@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 
+#include "launcher/supervision/placement.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
 
@@ -59,6 +60,10 @@ TEST_F(LauncherTest, EveryRankGetsTorchrunEnvironment) {
                   "--nccl-socket-ifname", "lo", TEST_RANK_BIN, "env"}),
              {"OMP_NUM_THREADS="});
   ASSERT_EQ(l.Wait(seconds(30)), 0) << l.err_text();
+  launcher::PlacementRequest three;
+  three.nproc = 3;
+  const auto placement =
+      launcher::PlanPlacement(three, launcher::ReadTopology());  // this machine's share of cores
   std::set<std::string> ports, tokens;
   for (int r = 0; r < 3; ++r) {
     auto env = ReadEnv(RankDir(r) / "stdout.log");
@@ -70,7 +75,7 @@ TEST_F(LauncherTest, EveryRankGetsTorchrunEnvironment) {
     EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
     EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "run");
-    EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+    EXPECT_EQ(env["OMP_NUM_THREADS"], std::to_string(placement[r].threads));
     EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
     EXPECT_EQ(env["NCCL_DEBUG_FILE"], (RankDir(r) / "nccl.log").string());
     EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "lo");
