@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import socket
 import statistics
 import sys
@@ -53,12 +54,18 @@ def load():
 def dlaunch(a, n, env):
     with tempfile.TemporaryDirectory() as logs:
         load0, start = load(), time.time()
-        run([a.dlaunch, "--nproc", str(n), "--log-dir", logs, "train", "--data-dir", a.data_dir,
-             "--model", "cnn", "--epochs", str(a.epochs), "--no-preflight", "--quiet"], env)
+        # The launcher's --quiet: rank 0's progress goes to its stdout.log only.
+        run([a.dlaunch, "--nproc", str(n), "--log-dir", logs, "--quiet", "train", "--data-dir",
+             a.data_dir, "--model", "cnn", "--epochs", str(a.epochs), "--no-preflight"], env)
         wall = time.time() - start
         evals = events(logs, "eval")
         done = [e for e in events(logs, "telemetry") if e.get("phase") == "done"][-1]
-    return {"acc": [e["test_accuracy"] for e in evals],
+        threads = None
+        for path in glob.glob(os.path.join(logs, "*", "rank0", "stdout.log")):
+            with open(path) as f:
+                m = re.search(r"\((\d+) CPU threads each\)", f.read())
+            threads = int(m.group(1)) if m else None
+    return {"acc": [e["test_accuracy"] for e in evals], "threads": threads,
             "t_target": time_to(evals, start * 1000, a.target), "wall": wall,
             "step_ms": done["step_ms_median"],
             "samples_s": n * a.batch_size * 1000 / done["step_ms_median"],
@@ -83,7 +90,7 @@ def pytorch(a, n, env):
     lines = [json.loads(l[l.find('{"impl"'):]) for l in out.splitlines() if '{"impl"' in l]
     evals = [e for e in lines if e["event"] == "eval"]
     done = [e for e in lines if e["event"] == "done"][-1]
-    return {"acc": [e["test_accuracy"] for e in evals],
+    return {"acc": [e["test_accuracy"] for e in evals], "threads": done.get("threads"),
             "t_target": time_to(evals, start * 1000, a.target), "wall": wall,
             "step_ms": done["step_ms_median"],
             "samples_s": n * a.batch_size * 1000 / done["step_ms_median"],
@@ -130,19 +137,31 @@ def med(runs, key):
 
 
 def report(a, recs):
-    side_by_side(a, recs, "pytorch", "PyTorch")
-    side_by_side(a, recs, "pytorch_onednn", "PyTorch+oneDNN")
+    # PyTorch runs by kernel and by the intra-op threads they had (older records have none).
+    variants = sorted({(r["impl"], r.get("threads") or 0) for r in recs
+                       if r["impl"].startswith("pytorch")})
+    for impl, threads in variants:
+        label = "PyTorch" if impl == "pytorch" else "PyTorch+oneDNN"
+        if threads:
+            label += " (%d thread%s)" % (threads, "" if threads == 1 else "s")
+        side_by_side(a, recs, impl, threads, label)
     memory_table(recs)
 
 
-def side_by_side(a, recs, other, label):
-    """dlaunch against `other` (pytorch: nn.Linear; pytorch_onednn: dlaunch's linear kernel)."""
-    side = [r for r in recs if r["impl"] in ("dlaunch", other) and r["epochs"] == a.epochs]
+def side_by_side(a, recs, other, threads, label):
+    """dlaunch against `other` (pytorch: nn.Linear; pytorch_onednn: dlaunch's linear kernel) run
+    with `threads` intra-op threads (0: records that do not say)."""
+    side = [r for r in recs if r["epochs"] == a.epochs and (
+        r["impl"] == "dlaunch" or (r["impl"] == other and (r.get("threads") or 0) == threads))]
     ranks = sorted({r["n"] for r in side})
     rows = [(n, [r for r in side if r["n"] == n and r["impl"] == "dlaunch"],
              [r for r in side if r["n"] == n and r["impl"] == other]) for n in ranks]
     rows = [row for row in rows if row[1] and row[2]]
     if rows:
+        print()
+        d_threads = sorted({r.get("threads") or 0 for _, d_runs, _ in rows for r in d_runs})
+        print("dlaunch against %s; dlaunch's ranks had %s intra-op thread(s) (0: not recorded)."
+              % (label, "/".join(map(str, d_threads))))
         print()
         print("| ranks | runs (each) | epoch | dlaunch test acc | %s test acc "
               "| difference (points) |" % label)
@@ -209,6 +228,9 @@ def main():
     p.add_argument("--pytorch-linear-kernel", choices=["blas", "onednn"], default="blas",
                    help="fmnist_ddp.py's fully connected layers: blas (nn.Linear, the default) or "
                    "onednn (dlaunch's kernel: separates the kernel from the rest)")
+    p.add_argument("--pytorch-threads", type=int, default=0,
+                   help="OMP_NUM_THREADS for fmnist_ddp.py's ranks (0: torchrun's default, which "
+                   "sets 1 for several ranks and leaves one rank to libtorch)")
     p.add_argument("--only", choices=["dlaunch", "pytorch"],
                    help="run one side only (to interleave the two over several invocations)")
     p.add_argument("--memory-steps", type=int, default=300)
@@ -234,7 +256,9 @@ def main():
                            recs)
                 if a.only != "dlaunch":
                     impl = "pytorch" if a.pytorch_linear_kernel == "blas" else "pytorch_onednn"
-                    record(a, dict(pytorch(a, n, env), impl=impl, n=n, epochs=a.epochs), recs)
+                    penv = dict(env, OMP_NUM_THREADS=str(a.pytorch_threads)) \
+                        if a.pytorch_threads else env
+                    record(a, dict(pytorch(a, n, penv), impl=impl, n=n, epochs=a.epochs), recs)
         if not a.skip_memory:
             for _ in range(a.memory_repeat):
                 for every in (0, 50, 1):

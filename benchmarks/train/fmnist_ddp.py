@@ -207,7 +207,8 @@ def main():
     dist.all_reduce(med, op=dist.ReduceOp.MAX)
     if rank == 0:
         print(json.dumps({"impl": "pytorch_ddp", "event": "done", "world_size": world,
-                          "step_ms_median": round(med.item(), 3)}), flush=True)
+                          "step_ms_median": round(med.item(), 3),
+                          "threads": torch.get_num_threads()}), flush=True)
     dist.destroy_process_group()
 
 

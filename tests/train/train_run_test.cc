@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -114,6 +115,42 @@ TEST_F(TrainRunTest, OneDnnLinearComputesWhatLinearComputes) {
           << name << " " << key;
     }
   }
+}
+
+// The cnn as written in its comment, from the model's own parameters: conv, BN, ReLU, then NCHW
+// max pooling, block by block.
+torch::Tensor ReferenceCnn(torch::nn::Sequential& m, const torch::Tensor& x) {
+  auto p = m->named_parameters();
+  auto block = [&](torch::Tensor h, const std::string& conv, const std::string& bn) {
+    h = torch::conv2d(h, p[conv + ".weight"], {}, 1, 1);
+    h = torch::batch_norm(h, p[bn + ".weight"], p[bn + ".bias"], {}, {}, true, 0.1, 1e-5, false);
+    return torch::max_pool2d(torch::relu(h), 2);
+  };
+  torch::Tensor h = block(x.view({x.size(0), 1, 16, 16}), "1", "2");
+  h = block(h, "5", "6").flatten(1);
+  h = torch::relu(torch::linear(h, p["10.weight"], p["10.bias"]));
+  return torch::linear(h, p["12.weight"], p["12.bias"]);
+}
+
+// The cnn pools before its ReLU and pools through the channels-last kernel: the same outputs and
+// gradients bit for bit, ties included (the inputs are small integers, so windows hold equal
+// values, and many are not positive).
+TEST_F(TrainRunTest, CnnComputesItsReferenceExactly) {
+  torch::manual_seed(11);
+  auto model = MakeModel("cnn", ModelShape{256, 16, 16, 10, 32});
+  torch::Tensor x = torch::randint(-2, 3, {12, 256}).to(torch::kFloat32);
+  torch::Tensor y = model->forward(x);
+  y.square().sum().backward();
+  std::map<std::string, torch::Tensor> grads;
+  for (const auto& item : model->named_parameters()) {
+    grads[item.key()] = item.value().grad().clone();
+    item.value().mutable_grad().reset();
+  }
+  torch::Tensor ref = ReferenceCnn(model, x);
+  EXPECT_TRUE(ref.equal(y));
+  ref.square().sum().backward();
+  for (const auto& item : model->named_parameters())
+    EXPECT_TRUE(item.value().grad().equal(grads[item.key()])) << item.key();
 }
 
 TEST_F(TrainRunTest, FourRanksMatchOneRankWithFourTimesTheBatch) {

@@ -1,5 +1,6 @@
 #include "worker/train/models.h"
 
+#include <torch/autograd.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -40,6 +41,37 @@ nn::AnyModule Linear(int64_t in, int64_t out, bool onednn) {
   if (onednn) return nn::AnyModule(OneDnnLinear(in, out));
   return nn::AnyModule(nn::Linear(in, out));
 }
+
+// 2 x 2 max pooling with libtorch's NCHW results bit for bit (the same maxima, and the same
+// first-maximum indices for the backward) through its channels-last CPU kernels, which are
+// vectorised over the channels: 0.2 ms against 1.9 ms for 32 x 32 x 28 x 28 on 2 threads. The
+// gradient goes back in NCHW, so batch norm's backward runs (and rounds) as it would without.
+struct ChannelsLastMaxPool2 : torch::autograd::Function<ChannelsLastMaxPool2> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+    torch::Tensor input = x.contiguous(at::MemoryFormat::ChannelsLast);
+    auto [out, indices] = torch::max_pool2d_with_indices(input, 2);
+    ctx->save_for_backward({input, indices});
+    return out.contiguous();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    return {
+        torch::max_pool2d_with_indices_backward(grads[0].contiguous(at::MemoryFormat::ChannelsLast),
+                                                saved[0], 2, 2, 0, 1, false, saved[1])
+            .contiguous()};
+  }
+};
+
+class MaxPool2Impl : public nn::Module {
+ public:
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!x.is_cpu()) return torch::max_pool2d(x, 2);
+    return ChannelsLastMaxPool2::apply(x);
+  }
+};
+TORCH_MODULE(MaxPool2);
 
 // ResNet's basic block: two 3x3 convolutions with batch norm, plus the input (through a 1x1
 // convolution where the shape changes).
@@ -97,14 +129,17 @@ torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape
   }
   nn::Sequential m(nn::Unflatten(nn::UnflattenOptions(1, {1, h, w})));
   if (name == "cnn") {
+    // Each block pools before its ReLU: the same values and gradients (max and ReLU commute, and
+    // a window whose maximum is not positive passes no gradient either way), with the ReLU on a
+    // quarter of the elements.
     m->push_back(Conv3x3(1, 32));
     m->push_back(nn::BatchNorm2d(32));
+    m->push_back(MaxPool2());
     m->push_back(nn::ReLU());
-    m->push_back(nn::MaxPool2d(2));
     m->push_back(Conv3x3(32, 64));
     m->push_back(nn::BatchNorm2d(64));
+    m->push_back(MaxPool2());
     m->push_back(nn::ReLU());
-    m->push_back(nn::MaxPool2d(2));
     m->push_back(nn::Flatten());
     m->push_back(Linear(64 * (h / 4) * (w / 4), 128, shape.onednn_linear));
     m->push_back(nn::ReLU());

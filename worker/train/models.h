@@ -24,6 +24,7 @@ struct ModelShape {
 // Throws UsageError for an unknown name or a shape the model cannot take. Does not block.
 // Initialisation draws from torch's global generator: seed it first for reproducible weights.
 //   cnn:    [conv3x3 32, BN, ReLU, maxpool 2] [conv3x3 64, BN, ReLU, maxpool 2] fc 128, fc classes
+//           (computed as BN, maxpool, ReLU: the same values and gradients, less work)
 //   resnet: conv3x3 16, BN, ReLU; 3 stages of 2 basic blocks (16, 32, 64 channels; stride 2
 //           between stages); global average pool; fc classes (ResNet-20's shape, 3 x 2 blocks)
 torch::nn::Sequential MakeModel(const std::string& name, const ModelShape& shape);

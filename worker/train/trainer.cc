@@ -1,6 +1,7 @@
 // RunTrain: set-up, the training step, distributed evaluation and checkpoints of `dlaunch train`.
 // Kept whole past 600 lines: every part here needs torch's headers (~20 s of build per file), and
 // the Trainer's methods share its state; the torch-free parts already live in their own files.
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -315,7 +316,8 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
     if (m + 1 < opts_.grad_accum) no_sync.emplace(*ddp_);
     phase_ = core::Phase::kForward;
     torch::Tensor logits = Logits(x);
-    torch::Tensor loss = F::cross_entropy(logits, y) / static_cast<double>(opts_.grad_accum);
+    torch::Tensor loss = F::cross_entropy(logits, y);
+    if (opts_.grad_accum > 1) loss = loss / static_cast<double>(opts_.grad_accum);
     torch::Tensor correct = logits.detach().argmax(1).eq(y).sum();
     window_correct_ = window_correct_.defined() ? window_correct_ + correct : correct;
     window_seen_ += opts_.batch_size;
@@ -351,7 +353,9 @@ double Trainer::Step(const std::vector<int64_t>& indices, int64_t pos) {
   } else {
     optimizer_->step();
   }
-  optimizer_->zero_grad();
+  // Dropped, not zeroed (torch 2.x's zero_grad default): the next backward then hands its
+  // gradients to .grad() without a fill and an add, and 0 + g is g, so the arithmetic is the same.
+  for (auto& p : model_->parameters()) p.mutable_grad().reset();
   MemoryCheckpoint(MemoryPhase::kOptimizer);
   return loss_sum;
 }
@@ -362,8 +366,9 @@ void Trainer::Train() {
   window_start_ = last_beat_ = train_start_ = epoch_start_ = memory_window_start_ = Clock::now();
   const auto interval = std::chrono::duration<double>(opts_.heartbeat_interval_s);
   Say("training " + opts_.model + " on " + train_.name + " (" + std::to_string(train_.size) +
-      " samples) on " + std::to_string(ctx_.world_size) +
-      " ranks: " + std::to_string(total_steps_) + " steps, batch " +
+      " samples) on " + std::to_string(ctx_.world_size) + " ranks (" +
+      std::to_string(at::get_num_threads()) +
+      " CPU threads each): " + std::to_string(total_steps_) + " steps, batch " +
       std::to_string(opts_.batch_size) + " per rank x " + std::to_string(opts_.grad_accum) +
       " accumulation, " + std::to_string(ddp_->buckets().size()) + " gradient buckets");
   for (; step_ < total_steps_;) {
