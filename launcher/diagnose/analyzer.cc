@@ -11,16 +11,22 @@
 
 namespace dlaunch::launcher {
 
-Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options) {
-  const FactsOptions facts_options{options.now_unix_ms};
+std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions& options,
+                                      const std::vector<FactsEnricher>& enrichers) {
   std::vector<RankFacts> facts;
   facts.reserve(run.ranks.size());
   for (const RankRecord& rec : run.ranks) {
-    facts.push_back(GatherFacts(rec, facts_options));
+    facts.push_back(GatherFacts(rec, options));
     AddPythonEvidence(rec, facts.back());
-    for (const FactsEnricher& enrich : options.enrichers) enrich(rec, facts.back());
+    for (const FactsEnricher& enrich : enrichers) enrich(rec, facts.back());
   }
   MarkLostNodes(run, facts);
+  return facts;
+}
+
+Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options) {
+  const std::vector<RankFacts> facts =
+      GatherRunFacts(run, FactsOptions{options.now_unix_ms}, options.enrichers);
   InferenceInput input;
   input.launcher_exit_code = run.exit_code;
   input.now_unix_ms = options.now_unix_ms;

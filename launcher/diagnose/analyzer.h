@@ -28,6 +28,13 @@ struct AnalyzeOptions {
   std::vector<FactsEnricher> enrichers;
 };
 
+// The facts Analyze infers from, one per rank of `run`: GatherFacts, the evidence Python ranks
+// leave (python_evidence.h), `enrichers`, then the ranks of lost nodes (MarkLostNodes). The
+// launcher's root-cause block picks over these same facts, so it names the rank the diagnosis
+// names. Never throws.
+std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions& options,
+                                      const std::vector<FactsEnricher>& enrichers = {});
+
 // Pure computation over the snapshot: does not block, does not throw for any snapshot contents.
 Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options = {});
 

@@ -122,7 +122,8 @@ FailureWeight WeightOf(const RankFailure& failure);
 
 // The root cause among `facts`: the strongest failure, then the earliest (unknown times last),
 // then the lowest rank; -1 when none failed. The launcher's root-cause block and the diagnosis
-// both choose through this, so they name the same rank.
+// both choose through this over the same facts (GatherRunFacts, analyzer.h), so they name the
+// same rank.
 int PickRootCause(const std::vector<RankFacts>& facts);
 
 // Ranks of the nodes summary.json calls lost: they are "lost with node N", whatever their node

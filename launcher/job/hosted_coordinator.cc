@@ -137,10 +137,10 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
       }
     }
   }
-  std::vector<RankFacts> facts;
-  facts.reserve(run.ranks.size());
-  for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, FactsOptions{}));
-  const int root = PickRootCause(facts);
+  // The facts Analyze(run) above inferred from, with its default options: offline "now" (each
+  // rank's own latest record), as summary.json's diagnosis judges the finished attempt, and no
+  // enrichers, which that diagnosis does not use either.
+  const int root = PickRootCause(GatherRunFacts(run, FactsOptions{}));
   if (auto it = index.find(root); it != index.end()) return it->second;
   auto remote = node_of.find(root);
   if (remote == node_of.end()) return fallback;

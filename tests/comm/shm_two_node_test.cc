@@ -17,6 +17,7 @@
 
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -56,18 +57,12 @@ struct VethHosts {
 
 class ShmTwoNodeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/dlaunch-shm2n-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    port_ = std::to_string(launcher::PickFreePort("0.0.0.0"));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { port_ = std::to_string(launcher::PickFreePort("0.0.0.0")); }
 
   std::vector<std::string> Node(int node, const std::string& endpoint,
                                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv =
-        TwoNodeArgv(DLAUNCH_BIN, node, endpoint, (dir_ / ("node" + std::to_string(node))).string());
+    std::vector<std::string> argv = TwoNodeArgv(
+        DLAUNCH_BIN, node, endpoint, (dir_.path() / ("node" + std::to_string(node))).string());
     argv.insert(argv.end(), {"--rdzv-timeout", "30", "--skip-doctor"});
     argv.insert(argv.end(), extra.begin(), extra.end());
     // Every op the shared-memory path carries, with sizes past one 1 MiB slot, then the
@@ -80,7 +75,7 @@ class ShmTwoNodeTest : public ::testing::Test {
   }
 
   json Preflight() {
-    std::ifstream in(dir_ / "node0" / "job" / "preflight.json");
+    std::ifstream in(dir_.path() / "node0" / "job" / "preflight.json");
     return json::parse(in);
   }
 
@@ -107,14 +102,15 @@ class ShmTwoNodeTest : public ::testing::Test {
       for (const json& row : sweep["rows"]) {
         EXPECT_EQ(row["wrong"], 0) << sweep["op"] << " " << row.dump();
         // sendrecv has no in-place form.
-        if (!row["in_place"]["wrong"].is_null())
+        if (!row["in_place"]["wrong"].is_null()) {
           EXPECT_EQ(row["in_place"]["wrong"], 0) << sweep["op"] << " " << row.dump();
+        }
       }
     }
     EXPECT_EQ(doc["p2p"]["wrong"], 0);
   }
 
-  fs::path dir_;
+  const TestDir dir_{"shm2n"};
   std::string port_;
 };
 
@@ -127,7 +123,7 @@ TEST_F(ShmTwoNodeTest, TwoLaunchersOnLoopbackUseShmInsideEachNodeAndTcpAcross) {
   const json doc = Preflight();
   ExpectMixedPaths(doc);
   // Rank 0 prints the same, grouped by path.
-  std::ifstream log(dir_ / "node0" / "job" / "rank0" / "stdout.log");
+  std::ifstream log(dir_.path() / "node0" / "job" / "rank0" / "stdout.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("# link paths: shm 0-1 2-3; tcp 0-2 0-3 1-2 1-3\n"), std::string::npos)
       << text;
@@ -162,7 +158,7 @@ TEST_F(ShmTwoNodeTest, NodesWithTheirOwnHostNamesAndAddressesUseShmInsideAndTcpA
   Launched n1(host(hosts.ns[1], "dlhost-b", Node(1, endpoint)), {kToken});
   EXPECT_EQ(n1.Wait(seconds(150)), 0) << n1.err_text();
   EXPECT_EQ(n0.Wait(seconds(150)), 0) << n0.err_text();
-  if (fs::exists(dir_ / "node0" / "job" / "preflight.json")) {
+  if (fs::exists(dir_.path() / "node0" / "job" / "preflight.json")) {
     const json doc = Preflight();
     ExpectMixedPaths(doc);
     // The ranks really ran under the two host names.

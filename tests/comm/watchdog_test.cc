@@ -1,6 +1,5 @@
 // A rank that skips a collective must turn into a report naming it, never a hang.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "tests/comm/rank_threads.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::core {
 namespace {
@@ -27,9 +27,8 @@ TEST(WatchdogTest, SkippedCollectiveIsReportedWithTheMissingRank) {
   constexpr int kSkipper = 2;
   const auto timeout = std::chrono::milliseconds(800);
   // A directory of its own: a stale dump from another run of this test must not be read as ours.
-  std::string pattern = (fs::path(::testing::TempDir()) / "dlaunch_watchdog_XXXXXX").string();
-  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-  const fs::path dir = pattern;
+  const dlaunch::testing::TestDir tmp("watchdog");
+  const fs::path& dir = tmp.path();
   auto store = MakeMemoryStore();
   std::mutex mu;
   std::vector<TimeoutReport> reports;

@@ -105,18 +105,24 @@ TEST(FaultsDiagnosisTest, ALostNodeIsTheRootCauseAndItsRanksAreLostWithIt) {
   EXPECT_THAT(d.ranks[0].line, HasSubstr("torn down by the launcher"));
 }
 
-TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
-  const testing::TestDir tmp("diagnose");
-  RunDirWriter w(tmp.string());
-  json ranks =
-      json::array({Rank(0, "failed", 1, kBase + 500), Rank(1, "killed", -15, kBase + 900, 15)});
-  ranks.push_back({{"rank", 2}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
+// Rank 0 of node 0 reports an error of its own, rank 1 is torn down, node 1 is lost with rank 3
+// and with rank 2, which node 1 last reported as `rank2`.
+void WriteOwnErrorBesideALostNode(const RunDirWriter& w, const json& rank2) {
+  json ranks = json::array(
+      {Rank(0, "failed", 1, kBase + 500), Rank(1, "killed", -15, kBase + 900, 15), rank2});
   ranks.push_back({{"rank", 3}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
   w.Summary({{"run_id", "lost"},
              {"exit_code", 1},
              {"ranks", ranks},
              {"nodes", json::array({{{"node_rank", 1}, {"host", "node1"}, {"status", "lost"}}})}});
   w.Error(0, "error", "ValueError: bad batch shape", kBase + 400);
+}
+
+TEST(FaultsDiagnosisTest, AnOwnErrorOnASurvivingNodeOutranksTheNodeLoss) {
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
+  WriteOwnErrorBesideALostNode(
+      w, {{"rank", 2}, {"host", "node1"}, {"node_rank", 1}, {"status", "lost"}});
   Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_THAT(d.culprit_ranks, ElementsAre(0));
   EXPECT_THAT(d.headline, HasSubstr("FAILURE: rank 0 reported an error: ValueError"));
@@ -165,11 +171,46 @@ TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
   w.Error(2, "error", "connection reset by peer", kBase + 40);
   w.Error(1, "error", "RuntimeError: shapes differ", kBase + 150);
   RunSnapshot run = LoadRunDir(tmp.string());
-  std::vector<RankFacts> facts;
-  for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, {}));
-  const int picked = PickRootCause(facts);
+  const int picked = PickRootCause(GatherRunFacts(run, {}));
   EXPECT_EQ(picked, 0);  // own exit at +100 beats own error at +150; fallout last
   EXPECT_THAT(Analyze(run).culprit_ranks, ElementsAre(picked));
+}
+
+// The launcher's root-cause block picks over GatherRunFacts (HostedCoordinator::RootCause); over
+// the facts of the records alone it would name `records_alone` in the run under `dir`, not the
+// diagnosis' `root`.
+void ExpectTheRunFactsPickTheDiagnosisRoot(const std::string& dir, int records_alone, int root) {
+  RunSnapshot run = LoadRunDir(dir);
+  std::vector<RankFacts> facts;
+  for (const RankRecord& rec : run.ranks) facts.push_back(GatherFacts(rec, {}));
+  ASSERT_EQ(PickRootCause(facts), records_alone);
+  EXPECT_EQ(PickRootCause(GatherRunFacts(run, {})), root);
+  EXPECT_THAT(Analyze(run).culprit_ranks, ElementsAre(root));
+}
+
+TEST(FaultsDiagnosisTest, PickRootCauseWeighsThePythonEvidenceAsTheDiagnosisDoes) {
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
+  // Gloo aborted rank 0 first because rank 1 sent it too many bytes: rank 1 is at fault.
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 100), Rank(1, "failed", 1, kBase + 200)}));
+  std::ofstream(w.RankDir(0) + "/stderr.log")
+      << "  what():  [enforce fail at ./gloo/transport/tcp/pair.cc:510] op.preamble.length <= "
+         "op.nbytes. 80 vs 64\n";
+  ExpectTheRunFactsPickTheDiagnosisRoot(tmp.string(), 0, 1);
+}
+
+TEST(FaultsDiagnosisTest, PickRootCauseDiscountsALostNodesExitsAsTheDiagnosisDoes) {
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
+  // Node 1's last word on rank 2 is an early bad exit; the node was then lost, so that exit is no
+  // evidence, and rank 0's own error on the surviving node is the root cause.
+  WriteOwnErrorBesideALostNode(w, {{"rank", 2},
+                                   {"host", "node1"},
+                                   {"node_rank", 1},
+                                   {"status", "failed"},
+                                   {"exit_code", 1},
+                                   {"end_unix_ms", kBase + 50}});
+  ExpectTheRunFactsPickTheDiagnosisRoot(tmp.string(), 2, 0);
 }
 
 TEST(FaultsDiagnosisTest, SilencesWithinTheMarginAreReportedAsATie) {

@@ -14,11 +14,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/test_dir.h"
 #include "tests/train/train_test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using dlaunch::testing::TestDir;
 
 struct Result {
   int exit_code = -1;
@@ -39,19 +41,6 @@ Result RunShell(const std::string& command) {
   return r;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/dlaunch-train-launch-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // The single run directory the launcher created under `log_dir`.
 fs::path RunDir(const std::string& log_dir) {
   for (const auto& e : fs::directory_iterator(log_dir)) {
@@ -66,10 +55,10 @@ const std::string kTrain =
     " --heartbeat-interval 0.05";
 
 TEST(TrainLauncherTest, RestartAfterInjectedFailureResumesAndCompletes) {
-  TempDir dir;
-  const std::string log_dir = dir.path() + "/logs";
+  TestDir dir("train-launch");
+  const std::string log_dir = dir.string() + "/logs";
   Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --max-restarts 1 --log-dir " +
-                      log_dir + kTrain + " --steps 24 --checkpoint-dir " + dir.path() +
+                      log_dir + kTrain + " --steps 24 --checkpoint-dir " + dir.string() +
                       "/ckpt --checkpoint-every 8 --fail-at-step 13");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
@@ -90,16 +79,16 @@ TEST(TrainLauncherTest, RestartAfterInjectedFailureResumesAndCompletes) {
 }
 
 TEST(TrainLauncherTest, BadFlagExitsTwoBeforeSpawning) {
-  TempDir dir;
-  Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + dir.path() +
+  TestDir dir("train-launch");
+  Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + dir.string() +
                       "/logs train --model transformer");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
 }
 
 TEST(TrainLauncherTest, OutOfMemoryRankIsNamedInTheRunDirectory) {
-  TempDir dir;
-  const std::string log_dir = dir.path() + "/logs";
+  TestDir dir("train-launch");
+  const std::string log_dir = dir.string() + "/logs";
   // A rank's address space is limited by the shell's ulimit, inherited through the launcher; the
   // first convolution's output alone (512 x 16 x 256 x 256 floats) is 2 GiB.
   Result r = RunShell("ulimit -v 3000000; " + std::string(DLAUNCH_BIN) + " --nproc 1 --log-dir " +
@@ -119,8 +108,8 @@ bool HasRunDir(const std::string& log_dir) {
 }
 
 TEST(TrainLauncherTest, HelpIsPrintedOnceWithoutStartingRanks) {
-  TempDir dir;
-  const std::string log_dir = dir.path() + "/logs";
+  TestDir dir("train-launch");
+  const std::string log_dir = dir.string() + "/logs";
   Result r =
       RunShell(std::string(DLAUNCH_BIN) + " --nproc 3 --log-dir " + log_dir + " train --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -135,27 +124,27 @@ TEST(TrainLauncherTest, HelpIsPrintedOnceWithoutStartingRanks) {
 // Every bad option or data file is refused by the launcher itself: exit 2, one line naming the
 // problem, no rank started and no run directory made.
 TEST(TrainLauncherTest, BadOptionsAndDataFilesExitTwoBeforeAnyRank) {
-  TempDir dir;
-  const std::string bad_idx = dir.path() + "/idx";
+  TestDir dir("train-launch");
+  const std::string bad_idx = dir.string() + "/idx";
   fs::create_directories(bad_idx);
   dlaunch::worker::testing::WriteTinyIdxDataSet(bad_idx, 20, 10);
   std::string magic = dlaunch::worker::testing::IdxBytes({10, 12, 12}, std::vector<uint8_t>(1440));
   magic[1] = 7;
   dlaunch::worker::testing::WriteFile(bad_idx + "/t10k-images-idx3-ubyte.gz", magic);
-  const std::string csv = dir.path() + "/points.csv";
+  const std::string csv = dir.string() + "/points.csv";
   std::ofstream(csv) << "1,2,0\n1,oops,1\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--lr inf", "--lr"},
       {"--lr-schedule linear", "--lr-schedule"},
       {"--amp fp16", "--amp fp16"},
       {"--data-dir " + bad_idx, bad_idx + "/t10k-images-idx3-ubyte.gz: bad magic"},
-      {"--data-dir " + dir.path() + "/nothing", "nothing has neither train-images-idx3-ubyte.gz"},
+      {"--data-dir " + dir.string() + "/nothing", "nothing has neither train-images-idx3-ubyte.gz"},
       {"--data " + csv, csv + ":2:"},
-      {"--data " + dir.path() + "/missing.csv", "missing.csv"},
+      {"--data " + dir.string() + "/missing.csv", "missing.csv"},
       {"--epochs -1", "--epochs"},
   };
   for (const auto& [flags, expect] : cases) {
-    const std::string log_dir = dir.path() + "/logs";
+    const std::string log_dir = dir.string() + "/logs";
     Result r =
         RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + log_dir + " train " + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
@@ -166,8 +155,8 @@ TEST(TrainLauncherTest, BadOptionsAndDataFilesExitTwoBeforeAnyRank) {
 }
 
 TEST(TrainLauncherTest, NanLossStopsTheJobNamingStepAndRank) {
-  TempDir dir;
-  const std::string log_dir = dir.path() + "/logs";
+  TestDir dir("train-launch");
+  const std::string log_dir = dir.string() + "/logs";
   // A learning rate this large drives the loss to inf/NaN within a few steps.
   Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + log_dir + kTrain +
                       " --steps 500 --lr 1e12 --warmup-steps 0 --momentum 0 --no-preflight");
@@ -190,10 +179,10 @@ TEST(TrainLauncherTest, NanLossStopsTheJobNamingStepAndRank) {
 }
 
 TEST(TrainLauncherTest, EpochLinesReportTestAccuracy) {
-  TempDir dir;
-  dlaunch::worker::testing::WriteTinyIdxDataSet(dir.path(), 320, 101);
-  Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + dir.path() +
-                      "/logs train --data-dir " + dir.path() +
+  TestDir dir("train-launch");
+  dlaunch::worker::testing::WriteTinyIdxDataSet(dir.string(), 320, 101);
+  Result r = RunShell(std::string(DLAUNCH_BIN) + " --nproc 2 --log-dir " + dir.string() +
+                      "/logs train --data-dir " + dir.string() +
                       " --epochs 2 --batch-size 16 --warmup-steps 5 --no-preflight");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* epoch : {"1/2", "2/2"}) {
@@ -207,12 +196,12 @@ TEST(TrainLauncherTest, EpochLinesReportTestAccuracy) {
 
 // SIGUSR1 to a training rank: a checkpoint now, and training goes on (Slurm's --signal=USR1@T).
 TEST(TrainLauncherTest, Sigusr1WritesACheckpointAndTrainingGoesOn) {
-  TempDir dir;
+  TestDir dir("train-launch");
   int out[2];
   ASSERT_EQ(pipe(out), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
-  const std::string ckpt = dir.path() + "/ckpt";
+  const std::string ckpt = dir.string() + "/ckpt";
   if (pid == 0) {
     dup2(out[1], 1);
     dup2(out[1], 2);

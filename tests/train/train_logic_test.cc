@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ddp/bucket_plan.h"
+#include "tests/common/test_dir.h"
 #include "tests/train/train_test_util.h"
 #include "worker/train/data_set.h"
 #include "worker/train/distributed_sampler.h"
@@ -125,11 +126,11 @@ TEST(BucketPlanTest, ReverseOrderAndCap) {
   EXPECT_TRUE(PlanBuckets({}, 4, 100).empty());
 }
 
-using testing::TempDir;
+using dlaunch::testing::TestDir;
 
 TEST(DataSetTest, ReadsCsv) {
-  TempDir dir;
-  const std::string path = dir.path() + "/d.csv";
+  TestDir dir("train");
+  const std::string path = dir.string() + "/d.csv";
   std::ofstream(path) << "# two features, label\n1.5,2,0\n\n-3,4e-1,2\r\n";
   DataSet d = ReadDataSetFile(path);
   EXPECT_EQ(d.size, 2);
@@ -140,8 +141,8 @@ TEST(DataSetTest, ReadsCsv) {
 }
 
 TEST(DataSetTest, BadCsvNamesTheLine) {
-  TempDir dir;
-  const std::string path = dir.path() + "/d.csv";
+  TestDir dir("train");
+  const std::string path = dir.string() + "/d.csv";
   std::ofstream(path) << "1,2,0\n1,2,3,0\n";
   try {
     ReadDataSetFile(path);
@@ -153,7 +154,7 @@ TEST(DataSetTest, BadCsvNamesTheLine) {
   EXPECT_THROW(ReadDataSetFile(path), UsageError);
   std::ofstream(path) << "1,x,0\n";
   EXPECT_THROW(ReadDataSetFile(path), UsageError);
-  EXPECT_THROW(ReadDataSetFile(dir.path() + "/missing.csv"), UsageError);
+  EXPECT_THROW(ReadDataSetFile(dir.string() + "/missing.csv"), UsageError);
 }
 
 TEST(DataSetTest, SyntheticIsDeterministic) {
@@ -195,22 +196,22 @@ std::string UsageMessage(Fn fn) {
 }
 
 TEST(IdxFileTest, ReadsGoodFilesPlainAndGzip) {
-  TempDir dir;
+  TestDir dir("train");
   std::vector<uint8_t> pixels(3 * 2 * 4);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i);
   for (const std::string name : {"/a.idx", "/a.idx.gz"}) {
-    testing::WriteFile(dir.path() + name, testing::IdxBytes({3, 2, 4}, pixels));
-    IdxHeader h = ReadIdxHeader(dir.path() + name, 3);
+    testing::WriteFile(dir.string() + name, testing::IdxBytes({3, 2, 4}, pixels));
+    IdxHeader h = ReadIdxHeader(dir.string() + name, 3);
     EXPECT_EQ(h.dims, (std::vector<int64_t>{3, 2, 4})) << name;
     EXPECT_EQ(h.data_bytes, 24);
     IdxHeader full;
-    EXPECT_EQ(ReadIdxFile(dir.path() + name, 3, &full), pixels) << name;
+    EXPECT_EQ(ReadIdxFile(dir.string() + name, 3, &full), pixels) << name;
     EXPECT_EQ(full.dims, h.dims);
   }
 }
 
 TEST(IdxFileTest, BadFilesAreUsageErrorsNamingTheFile) {
-  TempDir dir;
+  TestDir dir("train");
   const std::vector<uint8_t> data(2 * 3 * 3, 7);
   const std::string good = testing::IdxBytes({2, 3, 3}, data);
   struct Case {
@@ -232,7 +233,7 @@ TEST(IdxFileTest, BadFilesAreUsageErrorsNamingTheFile) {
       {"zero.gz", testing::IdxBytes({0, 3, 3}, {}), "out of range", 3},
   };
   for (const Case& c : cases) {
-    const std::string path = dir.path() + "/" + c.name;
+    const std::string path = dir.string() + "/" + c.name;
     testing::WriteFile(path, c.bytes);
     for (bool whole : {false, true}) {
       std::string msg = UsageMessage([&] {
@@ -248,10 +249,10 @@ TEST(IdxFileTest, BadFilesAreUsageErrorsNamingTheFile) {
     }
   }
   // A gzip file cut short: the trailer check catches it cheaply, the full read for certain.
-  const std::string cut = dir.path() + "/cut.gz";
-  testing::WriteFile(dir.path() + "/big.gz",
+  const std::string cut = dir.string() + "/cut.gz";
+  testing::WriteFile(dir.string() + "/big.gz",
                      testing::IdxBytes({50, 28, 28}, std::vector<uint8_t>(50 * 784, 3)));
-  std::ifstream in(dir.path() + "/big.gz", std::ios::binary);
+  std::ifstream in(dir.string() + "/big.gz", std::ios::binary);
   std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   testing::WriteFile(cut, gz.substr(0, gz.size() / 2));
   EXPECT_NE(UsageMessage([&] { ReadIdxHeader(cut, 3); }).find(cut), std::string::npos);
@@ -259,11 +260,11 @@ TEST(IdxFileTest, BadFilesAreUsageErrorsNamingTheFile) {
 }
 
 TEST(IdxFileTest, DataDirectoryChecksCountsAndShapes) {
-  TempDir dir;
-  testing::WriteTinyIdxDataSet(dir.path(), 40, 20);
-  IdxDataFiles files = CheckIdxDataDir(dir.path());
+  TestDir dir("train");
+  testing::WriteTinyIdxDataSet(dir.string(), 40, 20);
+  IdxDataFiles files = CheckIdxDataDir(dir.string());
   EXPECT_NE(files.test_labels.find("t10k-labels-idx1-ubyte.gz"), std::string::npos);
-  TrainTestData d = LoadIdxDataSet(dir.path());
+  TrainTestData d = LoadIdxDataSet(dir.string());
   EXPECT_EQ(d.train.size, 40);
   EXPECT_EQ(d.test.size, 20);
   EXPECT_EQ(d.train.height, 12);
@@ -272,18 +273,18 @@ TEST(IdxFileTest, DataDirectoryChecksCountsAndShapes) {
   EXPECT_GT(d.train.stddev, 0.f);
   EXPECT_EQ(d.train.mean, d.test.mean);  // the test split is normalised like the training split
   // 19 labels for 20 images.
-  testing::WriteFile(dir.path() + "/t10k-labels-idx1-ubyte.gz",
+  testing::WriteFile(dir.string() + "/t10k-labels-idx1-ubyte.gz",
                      testing::IdxBytes({19}, std::vector<uint8_t>(19, 1)));
-  std::string msg = UsageMessage([&] { CheckIdxDataDir(dir.path()); });
+  std::string msg = UsageMessage([&] { CheckIdxDataDir(dir.string()); });
   EXPECT_NE(msg.find("t10k-labels-idx1-ubyte.gz: holds 19 labels for 20 images"), std::string::npos)
       << msg;
-  std::filesystem::remove(dir.path() + "/t10k-labels-idx1-ubyte.gz");
-  msg = UsageMessage([&] { CheckIdxDataDir(dir.path()); });
+  std::filesystem::remove(dir.string() + "/t10k-labels-idx1-ubyte.gz");
+  msg = UsageMessage([&] { CheckIdxDataDir(dir.string()); });
   EXPECT_NE(msg.find("t10k-labels-idx1-ubyte"), std::string::npos) << msg;
   // The launcher's check: --data-dir with a broken file is a usage error naming it.
-  testing::WriteFile(dir.path() + "/t10k-labels-idx1-ubyte", "garbage");
-  msg = UsageMessage([&] { ValidateTrainArgs({"--data-dir", dir.path()}); });
-  EXPECT_NE(msg.find(dir.path() + "/t10k-labels-idx1-ubyte"), std::string::npos) << msg;
+  testing::WriteFile(dir.string() + "/t10k-labels-idx1-ubyte", "garbage");
+  msg = UsageMessage([&] { ValidateTrainArgs({"--data-dir", dir.string()}); });
+  EXPECT_NE(msg.find(dir.string() + "/t10k-labels-idx1-ubyte"), std::string::npos) << msg;
 }
 
 TEST(DataSetTest, AugmentationShiftsAndFlipsDeterministically) {

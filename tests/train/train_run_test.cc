@@ -14,6 +14,7 @@
 
 #include "core/run_dir/events_file.h"
 #include "core/store.h"
+#include "tests/common/test_dir.h"
 #include "tests/train/train_test_util.h"
 #include "worker/train/checkpoint.h"
 #include "worker/train/models.h"
@@ -22,7 +23,7 @@
 namespace dlaunch::worker {
 namespace {
 
-using testing::TempDir;
+using dlaunch::testing::TestDir;
 
 const std::vector<std::string> kBase = {
     "--data",   "synthetic", "--model",   "mlp",       "--features", "16",
@@ -154,23 +155,23 @@ TEST_F(TrainRunTest, CnnComputesItsReferenceExactly) {
 }
 
 TEST_F(TrainRunTest, FourRanksMatchOneRankWithFourTimesTheBatch) {
-  TempDir one, four;
+  TestDir one("train"), four("train");
   auto c1 = RunWorld(
-      1, Args({"--steps", "12", "--batch-size", "32", "--checkpoint-dir", one.path() + "/ckpt"}),
-      one.path());
+      1, Args({"--steps", "12", "--batch-size", "32", "--checkpoint-dir", one.string() + "/ckpt"}),
+      one.string());
   auto c4 = RunWorld(4,
                      Args({"--steps", "12", "--batch-size", "8", "--checkpoint-dir",
-                           four.path() + "/ckpt", "--bucket-mb", "0.001"}),
-                     four.path());
+                           four.string() + "/ckpt", "--bucket-mb", "0.001"}),
+                     four.string());
   EXPECT_EQ(c1, std::vector<int>{0});
   EXPECT_EQ(c4, (std::vector<int>{0, 0, 0, 0}));
-  auto p1 = CheckpointParams(one.path() + "/ckpt", 32);
-  auto p4 = CheckpointParams(four.path() + "/ckpt", 32);
+  auto p1 = CheckpointParams(one.string() + "/ckpt", 32);
+  auto p4 = CheckpointParams(four.string() + "/ckpt", 32);
   EXPECT_LE(MaxDiff(p1, p4), 1e-5);
 }
 
 TEST_F(TrainRunTest, CheckpointThenResumeEndsWhereUninterruptedRunEnds) {
-  TempDir straight, split;
+  TestDir straight("train"), split("train");
   // 512 samples / 2 ranks / batch 16 = 16 steps per epoch: 40 steps cross two epoch boundaries.
   auto common = Args({"--batch-size", "16", "--grad-accum", "1", "--no-preflight"});
   auto with = [&](std::vector<std::string> extra) {
@@ -178,51 +179,51 @@ TEST_F(TrainRunTest, CheckpointThenResumeEndsWhereUninterruptedRunEnds) {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
-  EXPECT_EQ(RunWorld(2, with({"--steps", "40", "--checkpoint-dir", straight.path() + "/c"}),
-                     straight.path()),
+  EXPECT_EQ(RunWorld(2, with({"--steps", "40", "--checkpoint-dir", straight.string() + "/c"}),
+                     straight.string()),
             (std::vector<int>{0, 0}));
   // Interrupted: an injected failure at step 23 after a checkpoint at step 20.
   EXPECT_EQ(RunWorld(2,
-                     with({"--steps", "40", "--checkpoint-dir", split.path() + "/c",
+                     with({"--steps", "40", "--checkpoint-dir", split.string() + "/c",
                            "--checkpoint-every", "10", "--fail-at-step", "23"}),
-                     split.path()),
+                     split.string()),
             (std::vector<int>{1, 1}));
-  auto error = nlohmann::json::parse(std::ifstream(split.path() + "/rank0/error.json"));
+  auto error = nlohmann::json::parse(std::ifstream(split.string() + "/rank0/error.json"));
   EXPECT_EQ(error["kind"], "error");
   EXPECT_EQ(error["step"], 23);
   // The restart (restart count 1) resumes by itself from the step-20 checkpoint.
   EXPECT_EQ(RunWorld(2,
-                     with({"--steps", "40", "--checkpoint-dir", split.path() + "/c",
+                     with({"--steps", "40", "--checkpoint-dir", split.string() + "/c",
                            "--checkpoint-every", "10", "--fail-at-step", "23"}),
-                     split.path(), /*restart_count=*/1),
+                     split.string(), /*restart_count=*/1),
             (std::vector<int>{0, 0}));
   bool resumed = false;
-  for (auto& e : ReadEvents(split.path() + "/rank0/events.jsonl")) {
+  for (auto& e : ReadEvents(split.string() + "/rank0/events.jsonl")) {
     if (e["kind"] == "resumed") {
       resumed = true;
       EXPECT_EQ(e["step"], 20);
     }
   }
   EXPECT_TRUE(resumed);
-  EXPECT_LE(MaxDiff(CheckpointParams(straight.path() + "/c", 32),
-                    CheckpointParams(split.path() + "/c", 32)),
+  EXPECT_LE(MaxDiff(CheckpointParams(straight.string() + "/c", 32),
+                    CheckpointParams(split.string() + "/c", 32)),
             1e-6);
   // --resume explicitly: a finished checkpoint at step 40 means nothing left to do.
   EXPECT_EQ(
-      RunWorld(2, with({"--steps", "40", "--checkpoint-dir", split.path() + "/c", "--resume"}),
-               split.path()),
+      RunWorld(2, with({"--steps", "40", "--checkpoint-dir", split.string() + "/c", "--resume"}),
+               split.string()),
       (std::vector<int>{0, 0}));
 }
 
 TEST_F(TrainRunTest, WritesTelemetryEvents) {
-  TempDir dir;
+  TestDir dir("train");
   auto codes = RunWorld(2,
                         Args({"--steps", "30", "--batch-size", "8", "--heartbeat-interval", "0.001",
                               "--memory-every", "10"}),
-                        dir.path());
+                        dir.string());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   for (int r = 0; r < 2; ++r) {
-    auto events = ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl");
+    auto events = ReadEvents(dir.string() + "/rank" + std::to_string(r) + "/events.jsonl");
     int telemetry = 0;
     bool preflight = false, done = false;
     for (auto& e : events) {
@@ -265,7 +266,7 @@ TEST_F(TrainRunTest, WritesTelemetryEvents) {
     // (host figures on CPU, the device ones unknown), and the same seven in the memory lines.
     rundir::EventsFile back;
     std::vector<std::string> problems;
-    ASSERT_EQ(rundir::ReadEvents(dir.path() + "/rank" + std::to_string(r) + "/events.jsonl",
+    ASSERT_EQ(rundir::ReadEvents(dir.string() + "/rank" + std::to_string(r) + "/events.jsonl",
                                  "events.jsonl", &back, &problems),
               rundir::FileState::kOk);
     EXPECT_TRUE(problems.empty());
@@ -289,16 +290,16 @@ TEST_F(TrainRunTest, WritesTelemetryEvents) {
 // A CNN on a tiny IDX data set (written here): it learns, and rank 0 reports a distributed
 // evaluation after every epoch over exactly the test set.
 TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
-  TempDir data, run;
-  testing::WriteTinyIdxDataSet(data.path(), 640, 203);
+  TestDir data("train"), run("train");
+  testing::WriteTinyIdxDataSet(data.string(), 640, 203);
   auto codes = RunWorld(
       2,
-      {"--data-dir", data.path(), "--model", "cnn", "--epochs", "3", "--batch-size", "16", "--lr",
+      {"--data-dir", data.string(), "--model", "cnn", "--epochs", "3", "--batch-size", "16", "--lr",
        "0.05", "--warmup-steps", "5", "--quiet", "--no-preflight", "--timeout", "60"},
-      run.path());
+      run.string());
   ASSERT_EQ(codes, (std::vector<int>{0, 0}));
   std::vector<nlohmann::json> evals;
-  for (auto& e : ReadEvents(run.path() + "/rank0/events.jsonl")) {
+  for (auto& e : ReadEvents(run.string() + "/rank0/events.jsonl")) {
     if (e["kind"] == "eval") evals.push_back(e);
   }
   ASSERT_EQ(evals.size(), 3u);
@@ -312,32 +313,32 @@ TEST_F(TrainRunTest, LearnsTinyIdxDataSetAndEvaluatesEveryEpoch) {
   EXPECT_GE(evals.back()["test_accuracy"].get<double>(), 0.9) << evals.back().dump();
   EXPECT_LT(evals.back()["test_loss"].get<double>(), evals.front()["test_loss"].get<double>());
   // Only rank 0 reports the evaluation.
-  for (auto& e : ReadEvents(run.path() + "/rank1/events.jsonl")) EXPECT_NE(e["kind"], "eval");
+  for (auto& e : ReadEvents(run.string() + "/rank1/events.jsonl")) EXPECT_NE(e["kind"], "eval");
 }
 
 TEST_F(TrainRunTest, Bf16AutocastTrainsOnCpu) {
-  TempDir dir;
+  TestDir dir("train");
   auto codes =
       RunWorld(2,
                {"--data", "synthetic", "--model", "cnn", "--image-size", "8", "--samples", "256",
                 "--amp", "--steps", "6", "--batch-size", "8", "--no-preflight", "--quiet"},
-               dir.path());
+               dir.string());
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 TEST_F(TrainRunTest, BadArgumentsExitTwo) {
-  TempDir dir;
-  EXPECT_EQ(RunWorld(1, {"--model", "transformer"}, dir.path()), std::vector<int>{2});
+  TestDir dir("train");
+  EXPECT_EQ(RunWorld(1, {"--model", "transformer"}, dir.string()), std::vector<int>{2});
   // Valid flags but a batch that no rank can fill: a usage error too, before any collective.
-  EXPECT_EQ(RunWorld(2, Args({"--batch-size", "1000", "--no-preflight"}), dir.path()),
+  EXPECT_EQ(RunWorld(2, Args({"--batch-size", "1000", "--no-preflight"}), dir.string()),
             (std::vector<int>{2, 2}));
 }
 
 TEST_F(TrainRunTest, OutOfMemoryIsReportedWithSnapshotAndAdvice) {
-  TempDir dir;
-  const std::string rank_dir = dir.path() + "/rank0";
+  TestDir dir("train");
+  const std::string rank_dir = dir.string() + "/rank0";
   std::filesystem::create_directories(rank_dir);
-  const std::string stderr_path = dir.path() + "/stderr.log";
+  const std::string stderr_path = dir.string() + "/stderr.log";
   // cnn on 128x128 images, batch 256: the first conv output alone is 256*16*128*128*4 = 256 MiB.
   std::vector<std::string> argv = {TRAIN_OOM_CHILD, rank_dir,    "160", "--data",
                                    "synthetic",     "--model",   "cnn", "--image-size",

@@ -1,11 +1,9 @@
-// Helpers for the trainer tests: ranks as threads, temp dirs, tiny IDX data sets. Torch-free.
+// Helpers for the trainer tests: ranks as threads, tiny IDX data sets. Torch-free.
 #pragma once
 
-#include <stdlib.h>
 #include <zlib.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -14,19 +12,6 @@
 #include <vector>
 
 namespace dlaunch::worker::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/dlaunch-train-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Runs fn(rank) on n threads and joins them all. Blocks until every rank returned.
 inline void RunRanks(int n, const std::function<void(int)>& fn) {
