@@ -86,7 +86,9 @@ TEST(PickleReaderTest, ReadsPythonsPicklesAtEveryProtocol) {
     EXPECT_EQ((*j)["7"], "int key");
     EXPECT_EQ((*j)["shared"], json::parse("[[\"x\"],[\"x\"],[\"x\"]]"));  // memo references
     EXPECT_EQ((*j)["long"].get<std::string>().size(), 300u);
-    if (protocol >= 3) EXPECT_EQ((*j)["by"], "ab");
+    if (protocol >= 3) {
+      EXPECT_EQ((*j)["by"], "ab");
+    }
   }
 }
 

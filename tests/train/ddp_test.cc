@@ -150,7 +150,9 @@ TEST_F(DdpTest, BucketSizeDoesNotChangeTheResult) {
     std::vector<DdpStats> stats;
     auto got = Train(2, b, 1, steps, mb, data, &stats);
     EXPECT_LE(MaxDiff(reference, got), 1e-5) << "bucket " << mb << " MiB";
-    if (mb == 1e-6) EXPECT_EQ(stats[0].collectives, 6 * steps);  // one bucket per parameter
+    if (mb == 1e-6) {
+      EXPECT_EQ(stats[0].collectives, 6 * steps);  // one bucket per parameter
+    }
   }
 }
 
