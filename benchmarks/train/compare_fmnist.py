@@ -14,7 +14,9 @@ ranks, dlaunch with memory checkpoints off, at the default sampling and at every
 alternating: step time and the time spent taking them. Prints Markdown. With --results FILE
 every run is appended to FILE and the tables cover all runs in it, so a measurement can be split
 into several invocations (`--nprocs` with no value: memory checkpoints only); --report prints
-the tables of FILE without running anything.
+the tables of FILE without running anything. Each PyTorch side is reported twice: against its runs
+whose ranks had as many intra-op threads as dlaunch's (`--pytorch-threads N` sets OMP_NUM_THREADS
+for them: the same arithmetic), and against its runs with torchrun's default threads.
 """
 import argparse
 import glob
@@ -63,7 +65,7 @@ def dlaunch(a, n, env):
         threads = None
         for path in glob.glob(os.path.join(logs, "*", "rank0", "stdout.log")):
             with open(path) as f:
-                m = re.search(r"\((\d+) CPU threads each\)", f.read())
+                m = re.search(r"\((\d+) CPU threads? each\)", f.read())
             threads = int(m.group(1)) if m else None
     return {"acc": [e["test_accuracy"] for e in evals], "threads": threads,
             "t_target": time_to(evals, start * 1000, a.target), "wall": wall,
@@ -137,31 +139,33 @@ def med(runs, key):
 
 
 def report(a, recs):
-    # PyTorch runs by kernel and by the intra-op threads they had (older records have none).
-    variants = sorted({(r["impl"], r.get("threads") or 0) for r in recs
-                       if r["impl"].startswith("pytorch")})
-    for impl, threads in variants:
-        label = "PyTorch" if impl == "pytorch" else "PyTorch+oneDNN"
-        if threads:
-            label += " (%d thread%s)" % (threads, "" if threads == 1 else "s")
-        side_by_side(a, recs, impl, threads, label)
+    # Each PyTorch side twice: runs whose ranks had as many intra-op threads as dlaunch's at that
+    # rank count (the same arithmetic), and runs with torchrun's default (no --pytorch-threads).
+    for impl, name in (("pytorch", "PyTorch"), ("pytorch_onednn", "PyTorch+oneDNN")):
+        side_by_side(a, recs, impl, lambda r, threads: r.get("threads") == threads, name,
+                     "as many threads as dlaunch's ranks")
+        side_by_side(a, recs, impl, lambda r, threads: not r.get("omp"), name,
+                     "torchrun's default threads")
     memory_table(recs)
 
 
-def side_by_side(a, recs, other, threads, label):
-    """dlaunch against `other` (pytorch: nn.Linear; pytorch_onednn: dlaunch's linear kernel) run
-    with `threads` intra-op threads (0: records that do not say)."""
-    side = [r for r in recs if r["epochs"] == a.epochs and (
-        r["impl"] == "dlaunch" or (r["impl"] == other and (r.get("threads") or 0) == threads))]
-    ranks = sorted({r["n"] for r in side})
-    rows = [(n, [r for r in side if r["n"] == n and r["impl"] == "dlaunch"],
-             [r for r in side if r["n"] == n and r["impl"] == other]) for n in ranks]
+def side_by_side(a, recs, other, pick, label, threads_label):
+    """dlaunch against the runs of `other` (pytorch: nn.Linear; pytorch_onednn: dlaunch's linear
+    kernel) for which pick(run, dlaunch's threads at that rank count) holds."""
+    side = [r for r in recs if r.get("epochs") == a.epochs and r["impl"] in ("dlaunch", other)]
+    rows = []
+    for n in sorted({r["n"] for r in side}):
+        ours = [r for r in side if r["n"] == n and r["impl"] == "dlaunch"]
+        threads = statistics.median_low([r.get("threads") or 0 for r in ours]) if ours else 0
+        rows.append((n, ours, [r for r in side
+                               if r["n"] == n and r["impl"] == other and pick(r, threads)]))
     rows = [row for row in rows if row[1] and row[2]]
     if rows:
         print()
-        d_threads = sorted({r.get("threads") or 0 for _, d_runs, _ in rows for r in d_runs})
-        print("dlaunch against %s; dlaunch's ranks had %s intra-op thread(s) (0: not recorded)."
-              % (label, "/".join(map(str, d_threads))))
+        print("dlaunch against %s, %s. Intra-op threads per rank (dlaunch / PyTorch): %s." % (
+            label, threads_label, ", ".join("%d rank%s %s / %s" % (
+                n, "" if n == 1 else "s", "/".join(sorted({str(r.get("threads")) for r in d})),
+                "/".join(sorted({str(r.get("threads")) for r in p_}))) for n, d, p_ in rows)))
         print()
         print("| ranks | runs (each) | epoch | dlaunch test acc | %s test acc "
               "| difference (points) |" % label)
@@ -258,7 +262,8 @@ def main():
                     impl = "pytorch" if a.pytorch_linear_kernel == "blas" else "pytorch_onednn"
                     penv = dict(env, OMP_NUM_THREADS=str(a.pytorch_threads)) \
                         if a.pytorch_threads else env
-                    record(a, dict(pytorch(a, n, penv), impl=impl, n=n, epochs=a.epochs), recs)
+                    record(a, dict(pytorch(a, n, penv), impl=impl, n=n, epochs=a.epochs,
+                                   omp=a.pytorch_threads), recs)
         if not a.skip_memory:
             for _ in range(a.memory_repeat):
                 for every in (0, 50, 1):

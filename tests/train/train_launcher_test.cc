@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "launcher/supervision/placement.h"
 #include "tests/common/test_dir.h"
 #include "tests/train/train_test_util.h"
 
@@ -185,6 +186,15 @@ TEST(TrainLauncherTest, EpochLinesReportTestAccuracy) {
                       "/logs train --data-dir " + dir.string() +
                       " --epochs 2 --batch-size 16 --warmup-steps 5 --no-preflight");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Each rank's intra-op threads are the launcher's OMP_NUM_THREADS: its share of the cores.
+  dlaunch::launcher::PlacementRequest two;
+  two.nproc = 2;
+  const int threads =
+      dlaunch::launcher::PlanPlacement(two, dlaunch::launcher::ReadTopology())[0].threads;
+  EXPECT_NE(r.output.find("on 2 ranks (" + std::to_string(threads) + " CPU thread" +
+                          (threads == 1 ? "" : "s") + " each)"),
+            std::string::npos)
+      << r.output;
   for (const char* epoch : {"1/2", "2/2"}) {
     EXPECT_TRUE(std::regex_search(
         r.output, std::regex(std::string("epoch ") + epoch +

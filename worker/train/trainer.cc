@@ -1,7 +1,6 @@
 // RunTrain: set-up, the training step, distributed evaluation and checkpoints of `dlaunch train`.
 // Kept whole past 600 lines: every part here needs torch's headers (~20 s of build per file), and
 // the Trainer's methods share its state; the torch-free parts already live in their own files.
-#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -365,12 +364,7 @@ void Trainer::Train() {
   int64_t indices_epoch = -1;
   window_start_ = last_beat_ = train_start_ = epoch_start_ = memory_window_start_ = Clock::now();
   const auto interval = std::chrono::duration<double>(opts_.heartbeat_interval_s);
-  Say("training " + opts_.model + " on " + train_.name + " (" + std::to_string(train_.size) +
-      " samples) on " + std::to_string(ctx_.world_size) + " ranks (" +
-      std::to_string(at::get_num_threads()) +
-      " CPU threads each): " + std::to_string(total_steps_) + " steps, batch " +
-      std::to_string(opts_.batch_size) + " per rank x " + std::to_string(opts_.grad_accum) +
-      " accumulation, " + std::to_string(ddp_->buckets().size()) + " gradient buckets");
+  SayTraining();
   for (; step_ < total_steps_;) {
     if (step_ == opts_.fail_at_step && ctx_.restart_count == 0) {
       throw Error(ErrorKind::kInternal,

@@ -64,6 +64,7 @@ class Trainer {
   void Say(const std::string& line);
 
   // trainer_telemetry.cc
+  void SayTraining();             // what is trained on what, with how many threads, ranks and steps
   void StartMemoryCheckpoints();  // decides whether this step is sampled
   void MemoryCheckpoint(MemoryPhase phase);
   std::string PhaseLabel() const;  // "forward", "eval forward", ...

@@ -1,5 +1,6 @@
 // The trainer's telemetry: memory checkpoints per phase, heartbeats, the closing table, and the
 // reports of a failed rank (OOM naming its phase, NaN loss, errors).
+#include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -49,6 +50,16 @@ std::string Trainer::PhaseLabel() const {
 void Trainer::StartMemoryCheckpoints() {
   memory_sampled_ =
       opts_.memory_every > 0 && (step_ < kMemoryEveryStepUntil || step_ % opts_.memory_every == 0);
+}
+
+void Trainer::SayTraining() {
+  const int threads = at::get_num_threads();
+  Say("training " + opts_.model + " on " + train_.name + " (" + std::to_string(train_.size) +
+      " samples) on " + std::to_string(ctx_.world_size) + " ranks (" + std::to_string(threads) +
+      " CPU thread" + (threads == 1 ? "" : "s") + " each): " + std::to_string(total_steps_) +
+      " steps, batch " + std::to_string(opts_.batch_size) + " per rank x " +
+      std::to_string(opts_.grad_accum) + " accumulation, " +
+      std::to_string(ddp_->buckets().size()) + " gradient buckets");
 }
 
 void Trainer::MemoryCheckpoint(MemoryPhase phase) {
