@@ -190,11 +190,17 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
   report.attempt = attempt;
   report.result = std::move(result);
   const AttemptResult& r = report.result;
+  // A stop for a failure elsewhere (node 0's abort, another node's failure) that came while this
+  // node tore its ranks down after one of them had failed by itself: that rank's failure is this
+  // node's story, as it is when the stop comes after the teardown. Which came first across nodes
+  // is node 0's choice (RootCause), from every node's ranks and end times. A hang's stop is its
+  // own verdict.
+  const bool own_failure_first = r.first_failure && r.stop_code && *r.stop_code == kExitRankFailed;
   if (r.interrupted_by) {
     report.exit_code = 128 + r.interrupted_by;
     report.error = "interrupted by " + SignalName(r.interrupted_by);
     std::cerr << "dlaunch: " << report.error << "; ranks stopped" << std::endl;
-  } else if (r.stop_code) {
+  } else if (r.stop_code && !own_failure_first) {
     report.exit_code = *r.stop_code;
     report.error = r.stop_reason;
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;

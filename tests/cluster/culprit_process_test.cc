@@ -21,6 +21,19 @@ std::string Script(const std::string& how) {
 
 class CulpritTest : public ElasticJobTest {
  protected:
+  // As in a collective: rank 3 is SIGKILLed 0.3 s in, node 0's ranks see their peer gone (here:
+  // its pid) and exit 1 within milliseconds, before (or after) node 1's notice reaches node 0.
+  // Node 1's other rank runs `rest`.
+  std::vector<std::string> PeerGone(const std::string& rest) {
+    const std::string pid = (dir_ / "pid").string();
+    return {"/bin/sh", "-c",
+            "if [ $RANK = 3 ]; then echo $$ > " + pid + ".tmp; mv " + pid + ".tmp " + pid +
+                "; sleep 0.3; kill -KILL $$; fi; if [ $RANK -lt 2 ]; then while [ ! -s " + pid +
+                " ]; do sleep 0.005; done; while kill -0 $(cat " + pid +
+                ") 2>/dev/null; do sleep 0.005; done; echo 'connection reset by peer' >&2; exit "
+                "1; fi; " +
+                rest};
+  }
   // Both launchers, node ranks given so node 1 is the one that fails.
   void Run(const std::vector<std::string>& program, std::vector<std::string> extra,
            int expected_exit) {
@@ -111,16 +124,15 @@ TEST_F(CulpritTest, ARankOfNodeOneThatExitsOneIsTheRootCauseOnBothNodes) {
 }
 
 TEST_F(CulpritTest, NodeZerosRanksFailingOfItAfterwardsAreNotTheRootCause) {
-  // As in a collective: node 0's ranks see their peer gone (here: its pid) and exit 1 within
-  // milliseconds, before (or after) node 1's notice reaches node 0.
-  const std::string pid = (dir_ / "pid").string();
-  Run({"/bin/sh", "-c",
-       "if [ $RANK = 3 ]; then echo $$ > " + pid + ".tmp; mv " + pid + ".tmp " + pid +
-           "; sleep 0.3; kill -KILL $$; fi; if [ $RANK -lt 2 ]; then while [ ! -s " + pid +
-           " ]; do sleep 0.005; done; while kill -0 $(cat " + pid +
-           ") 2>/dev/null; do sleep 0.005; done; echo 'connection reset by peer' >&2; exit 1; "
-           "fi; exec sleep 60"},
-      {}, 1);
+  Run(PeerGone("exec sleep 60"), {}, 1);
+  const fs::path run = RunDir("n0");
+  ExpectRankThreeOfNodeOne(run, Json(run / "summary.json")["error"]);
+}
+
+TEST_F(CulpritTest, NodeZerosAbortDuringNodeOnesTeardownLeavesItsFailedRankTheRootCause) {
+  // Node 1's other rank outlasts SIGTERM (as one that saves a checkpoint would): node 0's abort,
+  // sent once its own ranks failed, comes while node 1 still tears down after rank 3's failure.
+  Run(PeerGone("trap '' TERM; exec sleep 60"), {"--grace-period", "3"}, 1);
   const fs::path run = RunDir("n0");
   ExpectRankThreeOfNodeOne(run, Json(run / "summary.json")["error"]);
 }
