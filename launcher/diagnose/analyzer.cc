@@ -25,8 +25,12 @@ std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions
 }
 
 Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options) {
-  const std::vector<RankFacts> facts =
-      GatherRunFacts(run, FactsOptions{options.now_unix_ms}, options.enrichers);
+  return Analyze(run, GatherRunFacts(run, FactsOptions{options.now_unix_ms}, options.enrichers),
+                 options);
+}
+
+Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
+                  const AnalyzeOptions& options) {
   InferenceInput input;
   input.launcher_exit_code = run.exit_code;
   input.now_unix_ms = options.now_unix_ms;

@@ -37,6 +37,10 @@ std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions
 
 // Pure computation over the snapshot: does not block, does not throw for any snapshot contents.
 Diagnosis Analyze(const RunSnapshot& run, const AnalyzeOptions& options = {});
+// The same over facts already gathered: GatherRunFacts(run, {options.now_unix_ms},
+// options.enrichers), for a caller that picks over them too.
+Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
+                  const AnalyzeOptions& options = {});
 
 // For the launcher after a failed attempt: LoadRunDir + Analyze, then diagnosis.txt,
 // diagnosis.json and trace.json into the run directory. Blocks on file I/O only. Never throws: an

@@ -121,9 +121,13 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
     const NodeView& n = *node_of.at(rank);
     *elsewhere = "node " + std::to_string(n.node_rank) + " (" + n.host + ") failed: " + why;
   };
+  // The diagnosis' facts, with its default options: offline "now" (each rank's own latest
+  // record), as summary.json's diagnosis judges the finished attempt, and no enrichers, which
+  // that diagnosis does not use either.
+  const std::vector<RankFacts> facts = GatherRunFacts(run, FactsOptions{});
   // A rank whose collective differs from the others' is at fault, whichever rank that made fail
   // first: Gloo aborts the rank that received more bytes than it expected, not the sender.
-  const Diagnosis verdict = Analyze(run);
+  const Diagnosis verdict = Analyze(run, facts);
   if (verdict.kind == rundir::DiagnosisKind::kMismatch) {
     for (int culprit : verdict.culprit_ranks) {
       if (auto it = index.find(culprit); it != index.end()) {
@@ -137,10 +141,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
       }
     }
   }
-  // The facts Analyze(run) above inferred from, with its default options: offline "now" (each
-  // rank's own latest record), as summary.json's diagnosis judges the finished attempt, and no
-  // enrichers, which that diagnosis does not use either.
-  const int root = PickRootCause(GatherRunFacts(run, FactsOptions{}));
+  const int root = PickRootCause(facts);
   if (auto it = index.find(root); it != index.end()) return it->second;
   auto remote = node_of.find(root);
   if (remote == node_of.end()) return fallback;
