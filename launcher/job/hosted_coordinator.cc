@@ -90,19 +90,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
     const RankOutcome& o = result.ranks[i];
     if (o.rank < 0 || o.rank >= static_cast<int>(run.ranks.size())) continue;
     index[o.rank] = i;
-    rundir::SummaryRank s;
-    s.rank = o.rank;
-    s.pid = o.pid;
-    s.status = !o.exited     ? rundir::RankStatus::kRunning
-               : o.ok()      ? rundir::RankStatus::kOk
-               : o.torn_down ? rundir::RankStatus::kKilled
-                             : rundir::RankStatus::kFailed;
-    if (o.exited) {
-      s.end_unix_ms = o.end_unix_ms;
-      s.exit_code = o.signal ? -o.signal : o.exit_code;
-      s.signal = o.signal;
-    }
-    run.ranks[o.rank].summary = std::move(s);
+    run.ranks[o.rank].summary = SummaryOfLocalRank(o);
   }
   // The other nodes' ranks, as their nodes reported them in this attempt: a rank their teardown
   // ended is no candidate, and the end times order the failures across nodes.

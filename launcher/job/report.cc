@@ -113,19 +113,9 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
   s.truncated_logs = info.truncated_logs;
   s.attempts = info.attempts;
   for (const auto& r : ranks) {
-    rundir::SummaryRank& rank = s.ranks.emplace_back();
-    rank.rank = r.rank;
-    rank.local_rank = r.local_rank;
+    rundir::SummaryRank& rank = s.ranks.emplace_back(SummaryOfLocalRank(r));
     rank.host = info.host;
-    rank.pid = r.pid;
-    rank.status = StateOf(r);
-    rank.start_unix_ms = r.start_unix_ms;
     rank.restarts = info.restarts;
-    if (r.exited) {
-      rank.end_unix_ms = r.end_unix_ms;
-      rank.signal = r.signal;
-      rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
-    }
   }
   for (const auto& n : info.nodes) {
     const bool done = n.status && n.status->done();
@@ -139,6 +129,21 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
     for (const auto& r : n.status->ranks()) s.ranks.push_back(SummaryOfRemoteRank(n, r));
   }
   return s;
+}
+
+rundir::SummaryRank SummaryOfLocalRank(const RankOutcome& r) {
+  rundir::SummaryRank rank;
+  rank.rank = r.rank;
+  rank.local_rank = r.local_rank;
+  rank.pid = r.pid;
+  rank.status = StateOf(r);
+  rank.start_unix_ms = r.start_unix_ms;
+  if (r.exited) {
+    rank.end_unix_ms = r.end_unix_ms;
+    rank.signal = r.signal;
+    rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
+  }
+  return rank;
 }
 
 rundir::SummaryRank SummaryOfRemoteRank(const NodeView& n, const v1::RankExit& r) {

@@ -31,6 +31,9 @@ std::vector<std::string> TailLines(const std::string& path, size_t n);
 std::string FormatRootCause(const RankOutcome& failed, const std::string& host,
                             const std::string& rank_dir, const std::string& extra);
 
+// This node's rank as its supervisor saw it (summary.json's entry without host and restarts),
+// for summary.json and node 0's root cause.
+rundir::SummaryRank SummaryOfLocalRank(const RankOutcome& rank);
 // Another node's rank as its node last reported it, for node 0's summary.json and root cause.
 rundir::SummaryRank SummaryOfRemoteRank(const NodeView& node, const v1::RankExit& rank);
 
