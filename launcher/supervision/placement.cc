@@ -158,6 +158,20 @@ std::vector<int> ExclusiveCpus(const Topology& m, const std::vector<int>& slot_n
   return cpus;
 }
 
+// NAME=value in `env`: replaces NAME's entry in place (unless `keep_given` and it has a value),
+// else adds one at the end.
+void SetEnv(std::vector<std::string>* env, const std::string& name, const std::string& value,
+            bool keep_given) {
+  const std::string prefix = name + "=";
+  auto it = std::find_if(env->begin(), env->end(),
+                         [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+  if (it == env->end()) {
+    env->push_back(prefix + value);
+  } else if (!keep_given || it->size() == prefix.size()) {
+    *it = prefix + value;
+  }
+}
+
 }  // namespace
 
 std::vector<int> ParseCpuList(const std::string& text) {
@@ -303,25 +317,10 @@ std::string FormatPlacement(const std::vector<RankPlacement>& placement) {
 void ApplyPlacement(const RankPlacement& placement, ProcessSpec* spec) {
   spec->cpus = placement.cpus;
   // A value the user gave (inherited or --env) stays; an empty one counts as none.
-  auto omp = std::find_if(spec->env.begin(), spec->env.end(),
-                          [](const std::string& e) { return e.rfind("OMP_NUM_THREADS=", 0) == 0; });
-  if (omp == spec->env.end() || *omp == "OMP_NUM_THREADS=") {
-    const std::string kv = "OMP_NUM_THREADS=" + std::to_string(placement.threads);
-    if (omp == spec->env.end()) {
-      spec->env.push_back(kv);
-    } else {
-      *omp = kv;
-    }
-  }
-  if (!placement.cuda_visible_devices) return;
-  const std::string kv = "CUDA_VISIBLE_DEVICES=" + *placement.cuda_visible_devices;
-  auto it = std::find_if(spec->env.begin(), spec->env.end(), [](const std::string& e) {
-    return e.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0;
-  });
-  if (it != spec->env.end()) {
-    *it = kv;
-  } else {
-    spec->env.push_back(kv);
+  SetEnv(&spec->env, "OMP_NUM_THREADS", std::to_string(placement.threads), /*keep_given=*/true);
+  if (placement.cuda_visible_devices) {
+    SetEnv(&spec->env, "CUDA_VISIBLE_DEVICES", *placement.cuda_visible_devices,
+           /*keep_given=*/false);
   }
 }
 
