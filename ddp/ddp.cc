@@ -14,17 +14,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-core::Buffer BufferOf(const torch::Tensor& t) {
+}  // namespace
+
+core::Buffer TensorBuffer(const torch::Tensor& t) {
   core::Buffer b;
   b.ptr = t.data_ptr();
   b.count = static_cast<size_t>(t.numel());
-  b.dtype = core::DataType::kFloat32;
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      b.dtype = core::DataType::kFloat32;
+      break;
+    case torch::kFloat64:
+      b.dtype = core::DataType::kFloat64;
+      break;
+    case torch::kFloat16:
+      b.dtype = core::DataType::kFloat16;
+      break;
+    case torch::kBFloat16:
+      b.dtype = core::DataType::kBFloat16;
+      break;
+    case torch::kInt32:
+      b.dtype = core::DataType::kInt32;
+      break;
+    case torch::kInt64:
+      b.dtype = core::DataType::kInt64;
+      break;
+    case torch::kUInt8:
+      b.dtype = core::DataType::kUint8;
+      break;
+    case torch::kInt8:
+      b.dtype = core::DataType::kInt8;
+      break;
+    default:
+      throw Error(ErrorKind::kInvalidArgument, std::string("no communicator dtype for a ") +
+                                                   c10::toString(t.scalar_type()) + " tensor");
+  }
   b.device = t.is_cuda() ? core::DeviceType::kCuda : core::DeviceType::kCpu;
   b.device_index = t.is_cuda() ? t.get_device() : 0;
   return b;
 }
-
-}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::vector<torch::Tensor> parameters,
                                                  std::shared_ptr<core::Communicator> comm,
@@ -101,7 +129,7 @@ void DistributedDataParallel::BroadcastParameters() {
       const torch::Tensor& p = params_[bucket.params[s]];
       flat_[b].narrow(0, bucket.offsets[s], p.numel()).copy_(p.reshape({-1}));
     }
-    auto work = comm_->Broadcast(BufferOf(flat_[b]), 0);
+    auto work = comm_->Broadcast(TensorBuffer(flat_[b]), 0);
     WaitTimed(*work);
     stats_.bytes_communicated += flat_[b].numel() * sizeof(float);
     stats_.collectives++;
@@ -140,7 +168,7 @@ void DistributedDataParallel::LaunchReadyBuckets() {
     size_t b = next_launch_++;
     // Divide before the sum, as DDP does, so the reduction cannot overflow in low precision.
     flat_[b].div_(static_cast<double>(comm_->size()));
-    works_[b] = comm_->AllReduce(BufferOf(flat_[b]), core::ReduceOp::kSum);
+    works_[b] = comm_->AllReduce(TensorBuffer(flat_[b]), core::ReduceOp::kSum);
     stats_.bytes_communicated += flat_[b].numel() * sizeof(float);
     stats_.collectives++;
   }

@@ -30,6 +30,10 @@ struct Node;
 
 namespace dlaunch::ddp {
 
+// The communicator's view of a contiguous tensor: its memory, element count, dtype and device.
+// Throws Error(kInvalidArgument) for a dtype the communicators do not carry.
+core::Buffer TensorBuffer(const torch::Tensor& t);
+
 struct DdpOptions {
   double bucket_cap_mb = 25.0;
   // How long one bucket's all-reduce may take before the wait throws Error(kTimeout).

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ddp/ddp.h"
+
 namespace dlaunch::ddp {
 
 GradScaler::GradScaler(GradScalerOptions options, torch::Device device,
@@ -31,13 +33,7 @@ bool GradScaler::Unscale(const std::vector<torch::Tensor>& grads) {
     }
   }
   if (comm_ && comm_->size() > 1) {
-    core::Buffer b;
-    b.ptr = found_inf_.data_ptr();
-    b.count = 1;
-    b.dtype = core::DataType::kFloat32;
-    b.device = found_inf_.is_cuda() ? core::DeviceType::kCuda : core::DeviceType::kCpu;
-    b.device_index = found_inf_.is_cuda() ? found_inf_.get_device() : 0;
-    comm_->AllReduce(b, core::ReduceOp::kMax)->Wait(options_.timeout);
+    comm_->AllReduce(TensorBuffer(found_inf_), core::ReduceOp::kMax)->Wait(options_.timeout);
   }
   last_found_inf_ = found_inf_.item<float>() > 0;
   if (last_found_inf_) ++skipped_;

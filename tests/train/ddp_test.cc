@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "core/comm/comm_options.h"
+#include "core/error.h"
 #include "core/store.h"
 #include "ddp/grad_scaler.h"
 #include "tests/train/train_test_util.h"
@@ -127,6 +128,18 @@ class DdpTest : public ::testing::Test {
  protected:
   void SetUp() override { torch::set_num_threads(1); }
 };
+
+TEST(TensorBufferTest, CarriesTheTensorsMemoryCountAndDtype) {
+  torch::Tensor d = torch::zeros({3, 2}, torch::kFloat64);
+  core::Buffer b = TensorBuffer(d);
+  EXPECT_EQ(b.ptr, d.data_ptr());
+  EXPECT_EQ(b.count, 6u);
+  EXPECT_EQ(b.dtype, core::DataType::kFloat64);
+  EXPECT_EQ(b.device, core::DeviceType::kCpu);
+  EXPECT_EQ(TensorBuffer(torch::zeros({1})).dtype, core::DataType::kFloat32);
+  EXPECT_EQ(TensorBuffer(torch::zeros({1}, torch::kInt64)).dtype, core::DataType::kInt64);
+  EXPECT_THROW(TensorBuffer(torch::zeros({1}, torch::kBool)), Error);
+}
 
 TEST_F(DdpTest, FourRanksMatchOneRankWithFourTimesTheBatch) {
   const int64_t b = 8, steps = 6;

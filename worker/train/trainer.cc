@@ -44,16 +44,6 @@ namespace F = torch::nn::functional;
 // rank 0's weights do not depend on what other threads drew meanwhile.
 std::mutex g_init_mu;
 
-core::Buffer BufferOf(const torch::Tensor& t, core::DataType dtype) {
-  core::Buffer b;
-  b.ptr = t.data_ptr();
-  b.count = static_cast<size_t>(t.numel());
-  b.dtype = dtype;
-  b.device = t.is_cuda() ? core::DeviceType::kCuda : core::DeviceType::kCpu;
-  b.device_index = t.is_cuda() ? t.get_device() : 0;
-  return b;
-}
-
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -418,7 +408,7 @@ void Trainer::Train() {
 void Trainer::AllReduceSum(double* values, size_t count) {
   torch::Tensor t =
       torch::from_blob(values, {static_cast<int64_t>(count)}, torch::kFloat64).to(device_);
-  comm_->AllReduce(BufferOf(t, core::DataType::kFloat64), core::ReduceOp::kSum)->Wait(timeout_);
+  comm_->AllReduce(ddp::TensorBuffer(t), core::ReduceOp::kSum)->Wait(timeout_);
   t = t.cpu();
   std::copy_n(t.data_ptr<double>(), count, values);
 }
@@ -429,7 +419,7 @@ void Trainer::BroadcastBuffers() {
   if (ctx_.world_size == 1) return;
   for (auto& b : model_->buffers()) {
     if (b.scalar_type() != torch::kFloat32 || !b.is_contiguous()) continue;
-    comm_->Broadcast(BufferOf(b, core::DataType::kFloat32), 0)->Wait(timeout_);
+    comm_->Broadcast(ddp::TensorBuffer(b), 0)->Wait(timeout_);
   }
 }
 
