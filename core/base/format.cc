@@ -5,8 +5,26 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <random>
 
 namespace dlaunch::base {
+
+std::string FormatHex(const unsigned char* bytes, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += kHex[bytes[i] >> 4];
+    s += kHex[bytes[i] & 15];
+  }
+  return s;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::vector<unsigned char> b(bytes);
+  for (auto& v : b) v = static_cast<unsigned char>(rd() & 0xff);
+  return FormatHex(b.data(), b.size());
+}
 
 std::string FormatBytes(int64_t bytes, ByteStyle style) {
   if (bytes < 0) return "?";

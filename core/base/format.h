@@ -1,13 +1,17 @@
 // Text for people: byte counts, durations, rank lists, times and signal names, written the same
-// way by every part of dlaunch.
+// way by every part of dlaunch; and hex strings for tokens and ids.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace dlaunch::base {
+
+std::string FormatHex(const unsigned char* bytes, size_t n);  // lowercase, two digits a byte
+std::string RandomHex(size_t bytes);  // `bytes` from std::random_device, as FormatHex writes them
 
 enum class ByteStyle {
   kCompact,     // "512 B", "4 MiB", "1.5 GiB": whole numbers where they are exact

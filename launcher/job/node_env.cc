@@ -4,8 +4,8 @@
 
 #include <cctype>
 #include <ctime>
-#include <random>
 
+#include "core/base/format.h"
 #include "core/error.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/slurm_token.h"
@@ -16,18 +16,6 @@ extern char** environ;
 
 namespace dlaunch::launcher {
 namespace {
-
-std::string RandomHex(size_t bytes) {
-  std::random_device rd;
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    s += kHex[v >> 4];
-    s += kHex[v & 15];
-  }
-  return s;
-}
 
 std::string Trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -177,7 +165,7 @@ std::string NewRunId() {
   ::localtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return std::string(buf) + "-" + RandomHex(2);
+  return std::string(buf) + "-" + base::RandomHex(2);
 }
 
 NodeSetup ResolveNodeSetup(LaunchOptions* o) {
@@ -192,7 +180,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
   if (o->nnodes == 1) {
     if (setup.tls.enabled()) throw UsageError("--tls-* options are for multi-node launches");
     setup.role = NodeRoleKind::kSingleNode;
-    setup.token = RandomHex(16);
+    setup.token = base::RandomHex(16);
     return setup;
   }
   // A scheduler's variables name the node; else the coordinator ranks nodes in join order.

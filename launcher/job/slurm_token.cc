@@ -11,23 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
+#include "core/base/format.h"
 #include "core/base/unique_fd.h"
 #include "core/error.h"
 
 namespace dlaunch::launcher {
 namespace {
-
-std::string Hex(const unsigned char* bytes, size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += kHex[bytes[i] >> 4];
-    s += kHex[bytes[i] & 15];
-  }
-  return s;
-}
 
 [[noreturn]] void Refuse(const std::string& path, const std::string& why) {
   throw UsageError("cannot derive this Slurm step's job token from " + path + ": " + why +
@@ -47,10 +37,7 @@ void CheckFolder(const std::string& dir) {
 // A new secret under a temporary name, then linked into place: link() fails if another node made
 // one first (also over NFS), and that one stands.
 void CreateSecret(const std::string& path) {
-  std::random_device rd;
-  unsigned char bytes[32];
-  for (auto& b : bytes) b = static_cast<unsigned char>(rd() & 0xff);
-  const std::string text = Hex(bytes, sizeof(bytes)) + "\n";
+  const std::string text = base::RandomHex(32) + "\n";
   char host[64] = {};
   ::gethostname(host, sizeof(host) - 1);
   const std::string tmp = path + ".tmp." + host + "." + std::to_string(::getpid());
@@ -131,7 +118,7 @@ std::string SlurmStepToken(const std::map<std::string, std::string>& env,
             reinterpret_cast<const unsigned char*>(step.data()), step.size(), mac, &len)) {
     throw Error(ErrorKind::kInternal, "HMAC-SHA256 failed");
   }
-  return Hex(mac, len);
+  return base::FormatHex(mac, len);
 }
 
 }  // namespace dlaunch::launcher

@@ -37,6 +37,15 @@ TEST(FormatTest, Bytes) {
   EXPECT_EQ(FormatBytes(100, ByteStyle::kOneDecimal), "100 B");
 }
 
+TEST(FormatTest, Hex) {
+  const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+  EXPECT_EQ(FormatHex(bytes, sizeof(bytes)), "000fa5ff");
+  const std::string r = RandomHex(16);
+  EXPECT_EQ(r.size(), 32u);
+  EXPECT_EQ(r.find_first_not_of("0123456789abcdef"), std::string::npos) << r;
+  EXPECT_NE(RandomHex(16), r);  // 2^-128 to fail by chance
+}
+
 TEST(FormatTest, DurationsRanksTimesSignals) {
   EXPECT_EQ(FormatDurationMs(40), "40 ms");
   EXPECT_EQ(FormatDurationMs(2500), "2.5 s");
