@@ -246,10 +246,17 @@ void GlooCommunicator::RunTask(Task& task) {
     for (int64_t s : task.seqs) recorder_.Complete(s);
     task.work->MarkCompleted();
   } catch (const std::exception& e) {
-    ErrorKind kind = watchdog_->fired() ? ErrorKind::kTimeout : ClassifyGlooError(e.what());
+    ErrorKind kind = ClassifyGlooError(e.what());
     if (const auto* err = dynamic_cast<const Error*>(&e)) kind = err->kind();
     std::string message = Describe(task.op, task.seqs.front()) + " failed: " + e.what();
-    if (kind == ErrorKind::kTimeout) {
+    if (watchdog_->fired()) {
+      // The watchdog's abort ended this op, possibly while it is still firing: the op fails with
+      // its report, which Fire returns only once that firing, callbacks included, is done. A
+      // caller woken by this failure then finds what the timeout callback recorded.
+      TimeoutReport report = watchdog_->Fire(task.seqs.front(), task.op);
+      message = report.message;
+      if (report.is_hang()) kind = ErrorKind::kTimeout;
+    } else if (kind == ErrorKind::kTimeout) {
       // gloo's own deadline (the same collective timeout) can beat the watchdog's tick; either
       // way the hang gets one report, with the op still shown as started in the dump.
       message = watchdog_->Fire(task.seqs.front(), task.op).message;

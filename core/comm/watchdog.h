@@ -32,7 +32,8 @@ class Watchdog {
   void Stop();
 
   // Declares op `seq` failed: the first call looks up missing ranks (at most ~1 s of store reads),
-  // aborts, dumps, calls on_timeout and maybe exits; later calls return the first report at once.
+  // aborts, dumps, calls on_timeout and maybe exits; later calls return the first report, once the
+  // first call is done.
   // peer_error: empty for a timeout, else the broken-connection error that ended the op.
   TimeoutReport Fire(int64_t seq, const std::string& op, const std::string& peer_error = "");
   bool fired() const { return fired_.load(); }

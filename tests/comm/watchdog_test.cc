@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,54 @@ TEST(WatchdogTest, SkippedCollectiveIsReportedWithTheMissingRank) {
   std::ifstream skipper(dir / "flight2.json");
   ASSERT_TRUE(skipper.good());
   EXPECT_EQ("exit", nlohmann::json::parse(skipper)["reason"]);
+}
+
+TEST(WatchdogTest, AnOpItAbortsFailsWithItsReportOnlyOnceTheCallbackRan) {
+  // A wait that gives up fires the watchdog, whose abort ends the op on the communicator's thread
+  // while the firing is still under way. The op must fail with the report, and not before
+  // on_timeout has run: a caller woken by the failure (the preflight hang test) reads what
+  // on_timeout recorded.
+  auto store = MakeMemoryStore();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool op_failed = false;
+  bool failed_during_callback = false;
+  RunRanks(2, [&](int rank) {
+    CommOptions o = GlooOptions(rank, 2, store, std::chrono::seconds(5));
+    o.on_timeout = [&](const TimeoutReport&) {
+      // An event that must not come: wait a while for it all the same.
+      std::unique_lock<std::mutex> lock(mu);
+      failed_during_callback =
+          cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return op_failed; });
+    };
+    auto comm = MakeCommunicator(o);
+    if (rank == 1) {
+      store->Wait({"test/reported"}, std::chrono::seconds(20));
+      return;
+    }
+    std::vector<float> buf(16, 1.0f);
+    auto work = comm->AllReduce({buf.data(), buf.size()}, ReduceOp::kSum);
+    // Waits shorter than the collective timeout leave the op to the communicator's thread.
+    std::thread waiter([&] {
+      try {
+        work->Wait(std::chrono::seconds(3));
+        ADD_FAILURE() << "allreduce without rank 1 completed";
+      } catch (const Error& e) {
+        EXPECT_EQ(ErrorKind::kTimeout, e.kind()) << e.what();
+        EXPECT_NE(std::string::npos, std::string(e.what()).find("rank 1 missing from seq 0"))
+            << e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        op_failed = true;
+      }
+      cv.notify_all();
+    });
+    EXPECT_THROW(work->Wait(std::chrono::milliseconds(200)), Error);  // fires the watchdog
+    waiter.join();
+    store->Set("test/reported", "1");
+  });
+  EXPECT_FALSE(failed_during_callback);
 }
 
 TEST(WatchdogTest, FiresWithoutAnyoneWaiting) {
