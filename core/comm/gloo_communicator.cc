@@ -249,17 +249,15 @@ void GlooCommunicator::RunTask(Task& task) {
     ErrorKind kind = ClassifyGlooError(e.what());
     if (const auto* err = dynamic_cast<const Error*>(&e)) kind = err->kind();
     std::string message = Describe(task.op, task.seqs.front()) + " failed: " + e.what();
-    if (watchdog_->fired()) {
-      // The watchdog's abort ended this op, possibly while it is still firing: the op fails with
-      // its report, which Fire returns only once that firing, callbacks included, is done. A
-      // caller woken by this failure then finds what the timeout callback recorded.
+    if (watchdog_->fired() || kind == ErrorKind::kTimeout) {
+      // Either the watchdog's abort ended this op, possibly while it is still firing, or gloo's
+      // own deadline (the same collective timeout) beat the watchdog's tick. Either way the op
+      // fails with the one report, with the op still shown as started in the dump. Fire returns
+      // it only once the first firing, callbacks included, is done, so a caller woken by this
+      // failure finds what the timeout callback recorded.
       TimeoutReport report = watchdog_->Fire(task.seqs.front(), task.op);
       message = report.message;
       if (report.is_hang()) kind = ErrorKind::kTimeout;
-    } else if (kind == ErrorKind::kTimeout) {
-      // gloo's own deadline (the same collective timeout) can beat the watchdog's tick; either
-      // way the hang gets one report, with the op still shown as started in the dump.
-      message = watchdog_->Fire(task.seqs.front(), task.op).message;
     } else if (kind == ErrorKind::kPeerGone) {
       // A gloo rank that times out closes all its connections, so the other ranks of a hung
       // collective mostly see "connection closed". Look for missing ranks all the same: if
