@@ -27,6 +27,8 @@ using base::FormatDurationMs;
 using base::FormatRankList;
 
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
+// Beyond one stack_timeout: another node's gdb runs, then its files travel.
+constexpr auto kRemoteMargin = std::chrono::seconds(5);
 
 // Identity of a file version: a rank answering DUMP replaces flight.json (new inode by rename).
 std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
@@ -191,7 +193,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   // A rank whose heartbeat already stopped, or that is stopped, cannot answer: do not wait for it.
   std::map<int, bool> hopeless;
   for (const RankLiveState& r : ranks) {
-    const std::string state = r.exited ? "" : ProcessState(r.pid);
+    const std::string state = r.exited || r.remote ? "" : ProcessState(r.pid);
     hopeless[r.rank] = (!state.empty() && (state[0] == 'T' || state[0] == 'Z')) ||
                        (r.last_heartbeat_unix_ms > 0 && now_unix_ms - r.last_heartbeat_unix_ms >
                                                             options_.heartbeat_timeout.count());
@@ -216,26 +218,33 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
     std::this_thread::sleep_for(kDumpPollInterval);
   }
 
-  // Stacks of the silent ones, in parallel so the call stays bounded by one stack_timeout.
-  std::map<int, std::future<StackCapture>> captures;
+  // Stacks of this node's silent ones, in parallel so the call stays bounded by one
+  // stack_timeout; other nodes' agents take theirs and push every file.
+  std::vector<StackTarget> targets;
+  std::vector<int> remote_silent;
   for (const RankLiveState& r : ranks) {
-    if (r.exited || r.pid <= 0 || (r.linked && answered[r.rank])) continue;
-    captures[r.rank] = std::async(std::launch::async, [this, pid = r.pid] {
-      return CaptureStacks(pid, options_.stack_timeout, options_.gdb_path);
-    });
+    if (r.exited || (r.linked && answered[r.rank])) continue;
+    if (r.remote) {
+      remote_silent.push_back(r.rank);
+    } else if (r.pid > 0) {
+      targets.push_back({r.rank, r.pid, run.rank(r.rank).stacks()});
+    }
   }
   std::map<int, std::string> process_state;
   std::vector<std::string> write_problems;
-  for (auto& [rank, future] : captures) {
-    StackCapture capture = future.get();
-    process_state[rank] = capture.process_state;
-    const rundir::RankDir dir = run.rank(rank);
-    std::error_code ec;
-    std::filesystem::create_directories(dir.path(), ec);
-    try {
-      rundir::WriteStacks(dir.stacks(), capture.text);
-    } catch (const Error& e) {
-      write_problems.push_back(e.what());
+  auto remote = std::async(std::launch::async, [&] {
+    return job_.RemoteStacks(remote_silent, options_.stack_timeout + kRemoteMargin);
+  });
+  for (const StackResult& r :
+       CaptureStacksInto(targets, options_.stack_timeout, options_.gdb_path)) {
+    process_state[r.rank] = r.process_state;
+    if (!r.problem.empty()) write_problems.push_back(r.problem);
+  }
+  for (const auto& [rank, state] : remote.get()) process_state[rank] = state;
+  // A remote rank's answer may have arrived with its node's last push.
+  for (const RankLiveState& r : ranks) {
+    if (r.remote && r.linked && !answered[r.rank]) {
+      answered[r.rank] = FileStamp(run.rank(r.rank).flight()) != before[r.rank];
     }
   }
 
@@ -257,8 +266,9 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
     auto track = tracks_.find(r.rank);
     if (track != tracks_.end()) rec.live_phase_since_unix_ms = track->second.phase_since_unix_ms;
     auto state = process_state.find(r.rank);
-    rec.process_state =
-        state != process_state.end() ? state->second : (r.exited ? "" : ProcessState(r.pid));
+    rec.process_state = state != process_state.end()
+                            ? state->second
+                            : (r.exited || r.remote ? "" : ProcessState(r.pid));
     if (!r.linked && r.last_output_unix_ms == 0 && track != tracks_.end()) {
       rec.live->last_output_unix_ms = track->second.first_seen_unix_ms;
     }

@@ -2,7 +2,9 @@
 // the ranks for their flight recorders. Implemented by the launcher's supervisor; faked in tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,8 @@ namespace dlaunch::launcher {
 
 struct RankLiveState {
   int rank = 0;
-  int pid = 0;          // 0 for a rank on another node: no process state or stacks for it then
+  int pid = 0;          // 0 for a rank on another node: no process state or stacks for it here
+  bool remote = false;  // on another node: its node's agent takes its stacks (RemoteStacks)
   bool linked = false;  // has a heartbeat stream (the program uses libdlaunch) or a Python agent
   bool python_agent = false;  // the heartbeats come from the Python rank agent's heartbeat.json
   core::RankStatus status;
@@ -36,6 +39,14 @@ class JobView {
   virtual std::vector<RankLiveState> Ranks() = 0;
   // Sends DUMP to every linked rank; ranks then rewrite rank<R>/flight.json. Does not block.
   virtual void RequestDump(const std::string& reason) = 0;
+  // Asks every other node's agent for the native stacks of its `ranks` (remote ranks that did not
+  // answer the dump) and for its ranks' files as they are now. Blocks until every node answered,
+  // at most `timeout`; returns the process state of each rank a node saw ("T (stopped)", "" when
+  // gone). A single-node job (the default) returns at once.
+  virtual std::map<int, std::string> RemoteStacks(const std::vector<int>& /*ranks*/,
+                                                  std::chrono::milliseconds /*timeout*/) {
+    return {};
+  }
   virtual std::string run_dir() const = 0;
 };
 

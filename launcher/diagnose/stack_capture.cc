@@ -9,8 +9,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
+
+#include "core/run_dir/rank_logs.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -131,6 +135,32 @@ StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
   result.ok = output.find("\n#0 ") != std::string::npos || output.rfind("#0 ", 0) == 0;
   result.text = text.str();
   return result;
+}
+
+std::vector<StackResult> CaptureStacksInto(const std::vector<StackTarget>& targets,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& gdb_path) {
+  std::vector<std::future<StackCapture>> captures;
+  for (const StackTarget& t : targets) {
+    captures.push_back(std::async(
+        std::launch::async, [&, pid = t.pid] { return CaptureStacks(pid, timeout, gdb_path); }));
+  }
+  std::vector<StackResult> results;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    StackCapture capture = captures[i].get();
+    StackResult r;
+    r.rank = targets[i].rank;
+    r.process_state = capture.process_state;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(targets[i].path).parent_path(), ec);
+    try {
+      rundir::WriteStacks(targets[i].path, capture.text);
+    } catch (const std::exception& e) {
+      r.problem = e.what();
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 }  // namespace dlaunch::launcher

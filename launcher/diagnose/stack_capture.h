@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace dlaunch::launcher {
 
@@ -16,6 +17,24 @@ struct StackCapture {
 // run state is left as it was (a stopped process stays stopped). `gdb_path` is for tests.
 StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
                            const std::string& gdb_path = "gdb");
+
+// One process whose stacks go into a file (a rank's stacks.txt).
+struct StackTarget {
+  int rank = -1;
+  int pid = 0;
+  std::string path;
+};
+struct StackResult {
+  int rank = -1;
+  std::string process_state;  // as CaptureStacks gives it
+  std::string problem;        // "" when the file was written
+};
+
+// Captures every target in parallel, so the call is bounded by one `timeout`, and writes each
+// one's stacks to its path (rundir::WriteStacks). Blocks; never throws.
+std::vector<StackResult> CaptureStacksInto(const std::vector<StackTarget>& targets,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& gdb_path = "gdb");
 
 // "R (running)", "S (sleeping)", "T (stopped)", "Z (zombie)", ...; "" when the pid is gone.
 std::string ProcessState(int pid);

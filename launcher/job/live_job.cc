@@ -38,15 +38,30 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
   for (int r = 0; r < world_size_; ++r) {
     ranks[r].rank = r;
     ranks[r].last_output_unix_ms = now;
+    ranks[r].remote = true;
   }
   for (const auto& live : supervisor_->Live()) {
     if (live.rank < 0 || live.rank >= world_size_ || live.pid <= 0) continue;
     RankLiveState& s = ranks[live.rank];
+    s.remote = false;
     s.pid = live.pid;
     s.last_output_unix_ms = live.last_output_unix_ms;
     s.exited = live.exited;
-    // A Python rank reports through its agent's heartbeat file instead of a heartbeat stream.
-    if (auto beat = python::ReadAgentHeartbeat(RankDir(live.rank))) {
+  }
+  // Other nodes' ranks that exited, as their agents said in this attempt.
+  for (const NodeView& node : coordinator_->Nodes()) {
+    if (!node.status) continue;
+    for (const v1::RankExit& x : node.status->ranks()) {
+      if (x.rank() >= 0 && x.rank() < world_size_ && ranks[x.rank()].remote && x.exited()) {
+        ranks[x.rank()].exited = true;
+      }
+    }
+  }
+  for (RankLiveState& s : ranks) {
+    if (s.exited && s.remote) continue;
+    // A Python rank reports through its agent's heartbeat file instead of a heartbeat stream;
+    // another node's agent keeps node 0's copy of that file current.
+    if (auto beat = python::ReadAgentHeartbeat(RankDir(s.rank))) {
       s.linked = s.python_agent = true;
       s.status = beat->status;
       s.last_heartbeat_unix_ms = beat->unix_ms;
@@ -73,9 +88,37 @@ void LiveJobView::RequestDump(const std::string& reason) {
   dump.set_kind(v1::Command::DUMP);
   dump.set_reason(reason);
   coordinator_->Broadcast(dump);
+  // Other nodes' agents pass it on to their Python ranks.
+  coordinator_->BroadcastToNodes(dump);
   for (const auto& live : supervisor_->Live()) {
     if (!live.exited) python::RequestAgentDump(RankDir(live.rank), reason);
   }
+}
+
+std::map<int, std::string> LiveJobView::RemoteStacks(const std::vector<int>& ranks,
+                                                     std::chrono::milliseconds timeout) {
+  std::map<int, std::string> states;
+  if (coordinator_->config().nnodes <= 1) return states;
+  v1::Command stacks;
+  stacks.set_kind(v1::Command::STACKS);
+  stacks.set_id(++stacks_id_);
+  for (int r : ranks) stacks.add_ranks(r);
+  if (coordinator_->BroadcastToNodes(stacks) == 0) return states;
+  const int id = stacks_id_;
+  coordinator_->WaitForNodes(
+      [id](const std::vector<NodeView>& nodes) {
+        for (const NodeView& n : nodes) {
+          if (n.node_rank == 0 || n.lost || !n.streaming) continue;
+          if (!n.status || n.status->stacks_answered() < id) return false;
+        }
+        return true;
+      },
+      timeout);
+  for (const NodeView& n : coordinator_->Nodes()) {
+    if (!n.status || n.status->stacks_answered() < id) continue;
+    for (const v1::RankProcess& p : n.status->processes()) states[p.rank()] = p.state();
+  }
+  return states;
 }
 
 std::string LiveJobView::RankDir(int rank) const {

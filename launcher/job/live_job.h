@@ -1,5 +1,6 @@
 // The running job as the hang monitor sees it: the supervisor's processes merged with the
-// coordinator's heartbeats.
+// coordinator's heartbeats, and other nodes' ranks as their agents report them (node statuses,
+// and the Python agents' heartbeat files their nodes push).
 #pragma once
 
 #include <string>
@@ -19,6 +20,8 @@ class LiveJobView : public JobView {
 
   std::vector<RankLiveState> Ranks() override;
   void RequestDump(const std::string& reason) override;
+  std::map<int, std::string> RemoteStacks(const std::vector<int>& ranks,
+                                          std::chrono::milliseconds timeout) override;
   std::string run_dir() const override { return run_dir_; }
 
  private:
@@ -28,6 +31,7 @@ class LiveJobView : public JobView {
   Supervisor* supervisor_;
   int world_size_;
   std::string run_dir_;
+  int stacks_id_ = 0;  // of the last STACKS command
 };
 
 // v1::RankStatus (the wire) -> core::RankStatus (what libdlaunch and the analysis use).

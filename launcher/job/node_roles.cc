@@ -3,14 +3,19 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/paths.h"
 #include "launcher/builtins.h"
 #include "launcher/diagnose/diagnose.h"
+#include "launcher/diagnose/hang_monitor.h"
+#include "launcher/diagnose/stack_capture.h"
 #include "launcher/job/hosted_coordinator.h"
 #include "launcher/job/node_env.h"
+#include "launcher/python/agent_files.h"
 #include "launcher/rendezvous/node_agent.h"
 #include "launcher/rendezvous/ports.h"
 
@@ -331,19 +336,24 @@ class JoiningNode : public NodeRole {
                     if (attempt < 0 || attempt == attempt_.load()) {
                       supervisor->RequestStop(kExitRankFailed, reason);
                     }
-                  });
+                  },
+                  [this, supervisor](const v1::Command& cmd) { OnCommand(cmd, supervisor); });
     return true;
   }
 
+  ~JoiningNode() override {
+    if (stacks_.joinable()) stacks_.join();
+  }
+
   void OnTick() override {
-    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+    if (!coordinator_lost_) agent_->PushFiles(RankDirs());
   }
   // This node's ranks report to node 0's coordinator, which holds their errors.
   std::string RankError(int) override { return ""; }
 
   // Node 0 has every file of the attempt before it hears that this node is done.
   void Conclude(AttemptReport* report, SummaryInfo*) override {
-    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+    if (!coordinator_lost_) agent_->PushFiles(RankDirs(), RankFilePusher::Check::kThorough);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = FinalStatus(*report);
@@ -380,7 +390,8 @@ class JoiningNode : public NodeRole {
   }
 
   void Close(const AttemptReport& last) override {
-    if (!coordinator_lost_) agent_->PushFiles(rank_dirs_);
+    if (stacks_.joinable()) stacks_.join();
+    if (!coordinator_lost_) agent_->PushFiles(RankDirs(), RankFilePusher::Check::kThorough);
     agent_->Finish(FinalStatus(last));
   }
 
@@ -421,9 +432,59 @@ class JoiningNode : public NodeRole {
     attempt_ = m.attempt;
   }
 
+  std::map<int, std::string> RankDirs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rank_dirs_;
+  }
+
+  // Node 0 diagnoses a hang. DUMP: this node's Python ranks get it through their agents' request
+  // file (native ranks get it from the coordinator itself). STACKS: the stacks of the ranks it
+  // names that are this node's, then every file pushed, then the answer; on a thread of its own,
+  // since gdb takes seconds and the stream must go on reading.
+  void OnCommand(const v1::Command& cmd, Supervisor* supervisor) {
+    if (cmd.kind() == v1::Command::DUMP) {
+      for (const auto& live : supervisor->Live()) {
+        if (live.exited) continue;
+        const std::map<int, std::string> dirs = RankDirs();
+        if (auto it = dirs.find(live.rank); it != dirs.end()) {
+          python::RequestAgentDump(it->second, cmd.reason());
+        }
+      }
+      return;
+    }
+    if (cmd.kind() != v1::Command::STACKS) return;
+    if (stacks_.joinable()) stacks_.join();  // node 0 asks once per diagnosis
+    stacks_ = std::thread([this, cmd, supervisor] {
+      const std::set<int> wanted(cmd.ranks().begin(), cmd.ranks().end());
+      const std::map<int, std::string> dirs = RankDirs();
+      std::vector<StackTarget> targets;
+      for (const auto& live : supervisor->Live()) {
+        auto dir = dirs.find(live.rank);
+        if (live.exited || !wanted.count(live.rank) || dir == dirs.end()) continue;
+        targets.push_back({live.rank, live.pid, rundir::RankDir(dir->second).stacks()});
+      }
+      const HangMonitor::Options defaults;
+      std::vector<v1::RankProcess> processes;
+      for (const StackResult& r :
+           CaptureStacksInto(targets, defaults.stack_timeout, defaults.gdb_path)) {
+        v1::RankProcess p;
+        p.set_rank(r.rank);
+        p.set_state(r.process_state);
+        processes.push_back(std::move(p));
+      }
+      if (!coordinator_lost_) agent_->PushFiles(dirs, RankFilePusher::Check::kThorough);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stacks_answered_ = cmd.id();
+        processes_ = std::move(processes);
+      }
+      agent_->Wake();
+    });
+  }
+
   v1::NodeStatus Status(Supervisor* supervisor) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return *done_;
+    if (done_) return WithStacks(*done_);
     v1::NodeStatus s;
     s.set_node_rank(node_rank_);
     s.set_member_id(member_id_);
@@ -434,6 +495,13 @@ class JoiningNode : public NodeRole {
       r->set_pid(live.pid);
       r->set_exited(live.exited);
     }
+    return WithStacks(s);
+  }
+
+  // Under mu_: the status with the answer to node 0's last STACKS.
+  v1::NodeStatus WithStacks(v1::NodeStatus s) const {
+    s.set_stacks_answered(stacks_answered_);
+    for (const v1::RankProcess& p : processes_) *s.add_processes() = p;
     return s;
   }
 
@@ -469,6 +537,9 @@ class JoiningNode : public NodeRole {
   int node_rank_ = 0;
   std::optional<v1::NodeStatus> done_;  // this node's verdict on the attempt, once it is over
   std::map<int, std::string> rank_dirs_;
+  int stacks_answered_ = 0;  // node 0's last STACKS this node answered, and what it saw
+  std::vector<v1::RankProcess> processes_;
+  std::thread stacks_;
 };
 
 }  // namespace

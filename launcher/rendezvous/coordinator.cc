@@ -338,6 +338,12 @@ std::vector<NodeView> CoordinatorHandler::Nodes() const {
   return nodes_.Nodes();
 }
 
+bool CoordinatorHandler::WaitForNodes(const std::function<bool(const std::vector<NodeView>&)>& done,
+                                      std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return nodes_cv_.wait_for(lock, timeout, [&] { return done(nodes_.Nodes()); });
+}
+
 JobShape CoordinatorHandler::ShapeLocked() const {
   const int per_node = config_.nproc_per_node;
   return JobShape{world_size_, per_node, per_node > 0 ? world_size_ / per_node : 1};

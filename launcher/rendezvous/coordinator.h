@@ -135,6 +135,10 @@ class CoordinatorHandler {
   // failed or was lost meanwhile, nullopt when all succeeded.
   std::optional<NodeFault> WaitForNodesDone();
   std::vector<NodeView> Nodes() const;
+  // Blocks until `done` holds for the nodes of the attempt (checked at every node status and
+  // stream end), at most `timeout`; false on timeout.
+  bool WaitForNodes(const std::function<bool(const std::vector<NodeView>&)>& done,
+                    std::chrono::milliseconds timeout);
   // The node ranks of the attempt lost so far (their stream ended, or they fell silent).
   std::vector<int> LostNodes() const;
   // Writes an agent's chunk into <run_dir>/rank<R>/<name>. Throws Error(kInvalidArgument) for a

@@ -1,24 +1,21 @@
 #include "launcher/rendezvous/node_agent.h"
 
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 
 namespace dlaunch::launcher {
 
-namespace fs = std::filesystem;
-
 namespace {
 constexpr std::chrono::milliseconds kRpcTimeout{5000};
-constexpr int64_t kMaxChunk = 1 << 20;
 }  // namespace
 
 NodeAgent::NodeAgent(std::shared_ptr<core::CoordinatorClient> client, int node_rank)
-    : client_(std::move(client)), node_rank_(node_rank) {}
+    : client_(std::move(client)), node_rank_(node_rank), files_([this](const v1::FileChunk& c) {
+        v1::FileAck ack;
+        auto ctx = client_->NewContext(kRpcTimeout);
+        return client_->stub().PushFile(ctx.get(), c, &ack).ok();
+      }) {}
 
 NodeAgent::~NodeAgent() {
   {
@@ -40,10 +37,11 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
 }
 
 void NodeAgent::Start(std::function<v1::NodeStatus()> status, std::chrono::milliseconds interval,
-                      AbortHandler on_abort) {
+                      AbortHandler on_abort, CommandHandler on_command) {
   status_ = std::move(status);
   interval_ = interval;
   on_abort_ = std::move(on_abort);
+  on_command_ = std::move(on_command);
   thread_ = std::thread([this] { StreamLoop(); });
 }
 
@@ -57,6 +55,8 @@ void NodeAgent::StreamLoop() {
     while (stream->Read(&cmd)) {
       if (cmd.kind() == v1::Command::ABORT) {
         on_abort_("aborted by node 0: " + cmd.reason(), cmd.attempt());
+      } else if (on_command_) {
+        on_command_(cmd);
       }
     }
   });
@@ -103,43 +103,9 @@ void NodeAgent::Finish(const v1::NodeStatus& final_status) {
   if (thread_.joinable()) thread_.join();
 }
 
-void NodeAgent::PushFiles(const std::map<int, std::string>& rank_dirs) {
-  for (const auto& [rank, dir] : rank_dirs) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (!entry.is_regular_file(ec)) continue;
-      const std::string path = entry.path().string();
-      const std::string name = entry.path().filename().string();
-      if (name.find(".tmp.") != std::string::npos) continue;  // half-written, renamed soon
-      struct stat st {};
-      if (::stat(path.c_str(), &st) != 0) continue;
-      Sent& sent = sent_[path];
-      bool truncate = false;
-      if (sent.inode != st.st_ino || st.st_size < sent.offset) {
-        sent = Sent{st.st_ino, 0};
-        truncate = true;
-      }
-      std::ifstream in(path, std::ios::binary);
-      in.seekg(sent.offset);
-      while (sent.offset < st.st_size) {
-        std::string data(std::min<int64_t>(kMaxChunk, st.st_size - sent.offset), '\0');
-        in.read(data.data(), static_cast<std::streamsize>(data.size()));
-        data.resize(static_cast<size_t>(in.gcount()));
-        if (data.empty()) break;
-        v1::FileChunk chunk;
-        chunk.set_rank(rank);
-        chunk.set_name(name);
-        chunk.set_offset(sent.offset);
-        chunk.set_data(data);
-        chunk.set_truncate(truncate);
-        v1::FileAck ack;
-        auto ctx = client_->NewContext(kRpcTimeout);
-        if (!client_->stub().PushFile(ctx.get(), chunk, &ack).ok()) return;
-        sent.offset += static_cast<int64_t>(data.size());
-        truncate = false;
-      }
-    }
-  }
+void NodeAgent::PushFiles(const std::map<int, std::string>& rank_dirs,
+                          RankFilePusher::Check check) {
+  files_.Push(rank_dirs, check);
 }
 
 }  // namespace dlaunch::launcher

@@ -1,5 +1,6 @@
 // The launcher of a node other than node 0: it joins node 0's coordinator, reports its ranks'
-// state over one stream, obeys ABORT, and copies its ranks' run-directory files to node 0.
+// state over one stream, obeys ABORT, answers DUMP and STACKS, and keeps node 0's copies of its
+// ranks' run-directory files current.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "core/coordinator_client.h"
 #include "dlaunch.grpc.pb.h"
+#include "launcher/rendezvous/file_push.h"
 
 namespace dlaunch::launcher {
 
@@ -29,18 +31,21 @@ class NodeAgent {
 
   // Opens the node stream: `status` is sampled every `interval` (and at Wake); `on_abort` runs
   // (on the stream's thread) when node 0 sends ABORT for an attempt, or with attempt -1 when the
-  // coordinator is lost. Does not block.
+  // coordinator is lost; `on_command` gets node 0's other commands (DUMP, STACKS) on the same
+  // thread, and must not block for long. Does not block.
   using AbortHandler = std::function<void(const std::string& reason, int attempt)>;
+  using CommandHandler = std::function<void(const v1::Command& command)>;
   void Start(std::function<v1::NodeStatus()> status, std::chrono::milliseconds interval,
-             AbortHandler on_abort);
+             AbortHandler on_abort, CommandHandler on_command = nullptr);
   // Sends the status now instead of at the next interval. Does not block.
   void Wake();
   // The next PushFiles sends every file whole: the rank folders were put away for an attempt.
-  void ForgetSentFiles() { sent_.clear(); }
+  void ForgetSentFiles() { files_.Forget(); }
 
-  // Sends what the files in each rank folder gained since the last call (a replaced file is
-  // sent whole). Blocks for the RPCs, each at most 5 s.
-  void PushFiles(const std::map<int, std::string>& rank_dirs);
+  // Brings node 0's copies of the files in each rank folder up to date (file_push.h). Blocks for
+  // the RPCs, each at most 5 s. Thread-safe.
+  void PushFiles(const std::map<int, std::string>& rank_dirs,
+                 RankFilePusher::Check check = RankFilePusher::Check::kQuick);
 
   // Sends the final status and closes the stream. Blocks at most a few seconds.
   void Finish(const v1::NodeStatus& final_status);
@@ -52,6 +57,7 @@ class NodeAgent {
   int node_rank_;
   std::function<v1::NodeStatus()> status_;
   AbortHandler on_abort_;
+  CommandHandler on_command_;
   bool wake_ = false;
   std::chrono::milliseconds interval_{1000};
   std::mutex mu_;
@@ -60,11 +66,7 @@ class NodeAgent {
   std::optional<v1::NodeStatus> final_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::thread thread_;
-  struct Sent {
-    ino_t inode = 0;
-    int64_t offset = 0;
-  };
-  std::map<std::string, Sent> sent_;
+  RankFilePusher files_;
 };
 
 }  // namespace dlaunch::launcher

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/base/unique_fd.h"
 #include "core/error.h"
 
 namespace dlaunch::launcher {
@@ -19,14 +20,6 @@ bool Joined(int node_rank, const NodeRoster& roster) {
   const std::vector<int> absent = roster.Absent();
   return std::find(absent.begin(), absent.end(), node_rank) == absent.end();
 }
-
-// Closes on every path out of WritePushedChunk.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 
@@ -65,31 +58,51 @@ void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, const Nod
 void WritePushedChunk(const v1::FileChunk& chunk, const std::string& run_dir) {
   const std::string dir = run_dir + "/rank" + std::to_string(chunk.rank());
   ::mkdir(dir.c_str(), 0700);
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  if (d.fd < 0) {
+  base::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (d.get() < 0) {
     throw Error(ErrorKind::kInternal, "cannot open " + dir + ": " + std::strerror(errno));
   }
-  const int flags =
-      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (chunk.truncate() ? O_TRUNC : 0);
-  Fd f{::openat(d.fd, chunk.name().c_str(), flags, 0600)};
-  struct stat st {};
-  if (f.fd < 0 || ::fstat(f.fd, &st) != 0) {
-    throw Error(ErrorKind::kInternal,
-                "cannot write " + dir + "/" + chunk.name() + ": " + std::strerror(errno));
+  // A whole version is written aside, under a name every reader skips, and put in place whole.
+  const std::string aside = chunk.name() + ".tmp.push";
+  if (chunk.removed()) {
+    ::unlinkat(d.get(), chunk.name().c_str(), 0);
+    ::unlinkat(d.get(), aside.c_str(), 0);
+    return;
   }
-  if (!S_ISREG(st.st_mode)) Refuse(dir + "/" + chunk.name() + " is not a regular file");
+  const std::string& target = chunk.whole() ? aside : chunk.name();
+  const bool anew = chunk.whole() ? chunk.offset() == 0 : chunk.truncate();
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (anew ? O_TRUNC : 0);
+  base::UniqueFd f(::openat(d.get(), target.c_str(), flags, 0600));
+  struct stat st {};
+  if (f.get() < 0 || ::fstat(f.get(), &st) != 0) {
+    throw Error(ErrorKind::kInternal,
+                "cannot write " + dir + "/" + target + ": " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) Refuse(dir + "/" + target + " is not a regular file");
   if (chunk.offset() > st.st_size) {
     Refuse("file chunk at offset " + std::to_string(chunk.offset()) + " past the end (" +
-           std::to_string(st.st_size) + " bytes) of " + dir + "/" + chunk.name());
+           std::to_string(st.st_size) + " bytes) of " + dir + "/" + target);
   }
   const std::string& data = chunk.data();
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::pwrite(f.fd, data.data() + done, data.size() - done,
+    ssize_t n = ::pwrite(f.get(), data.data() + done, data.size() - done,
                          chunk.offset() + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) {
+      throw Error(ErrorKind::kInternal,
+                  "cannot write " + dir + "/" + target + ": " + std::strerror(errno));
+    }
     done += static_cast<size_t>(n);
+  }
+  if (chunk.whole() && chunk.last()) {
+    // The version ends here: a longer earlier try of the same version must not leave its tail.
+    const off_t end = chunk.offset() + static_cast<off_t>(data.size());
+    if (::ftruncate(f.get(), end) != 0 ||
+        ::renameat(d.get(), aside.c_str(), d.get(), chunk.name().c_str()) != 0) {
+      throw Error(ErrorKind::kInternal,
+                  "cannot put " + dir + "/" + chunk.name() + " in place: " + std::strerror(errno));
+    }
   }
 }
 

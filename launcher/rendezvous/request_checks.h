@@ -35,9 +35,11 @@ bool AcceptsNodeNotice(int node_rank, const JobShape& shape, const NodeRoster& r
 // plain file and stays within [0, kMaxPushedFileBytes).
 void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, const NodeRoster& roster);
 
-// Writes a checked chunk into <run_dir>/rank<R>/<name>: never through a symbolic link, never past
-// the file's end (no holes: an agent appends what it sent before). Throws Error(kInvalidArgument)
-// for a refused chunk, Error(kInternal) when the file cannot be written.
+// Writes a checked chunk into <run_dir>/rank<R>/<name> (rank_file push, file_push.h): appended
+// bytes in place; a whole version into <name>.tmp.push, renamed over <name> with its last chunk;
+// a removal removes both. Never through a symbolic link, never past the file's end (no holes).
+// Throws Error(kInvalidArgument) for a refused chunk, Error(kInternal) when the file cannot be
+// written.
 void WritePushedChunk(const v1::FileChunk& chunk, const std::string& run_dir);
 
 }  // namespace dlaunch::launcher

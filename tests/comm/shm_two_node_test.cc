@@ -18,6 +18,7 @@
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/veth_hosts.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -27,33 +28,6 @@ using nlohmann::json;
 using std::chrono::seconds;
 
 const char kToken[] = "DLAUNCH_JOB_TOKEN=shm-two-node-test-token-0123456789";
-
-bool Shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-// Two network namespaces joined by a veth pair, 10.231.9.1 and .2, removed on destruction.
-struct VethHosts {
-  std::vector<std::string> ns;
-  bool wired = false;
-
-  VethHosts() {
-    const std::string tag = "dls" + std::to_string(::getpid() % 100000);
-    for (const char* side : {"a", "b"}) {
-      if (!Shell("ip netns add " + tag + side)) return;
-      ns.push_back(tag + side);
-    }
-    wired = Shell("ip link add " + ns[0] + "v type veth peer name " + ns[1] + "v");
-    for (size_t i = 0; i < ns.size() && wired; ++i) {
-      const std::string dev = ns[i] + "v", in = "ip -n " + ns[i] + " ";
-      wired = Shell("ip link set " + dev + " netns " + ns[i]) &&
-              Shell(in + "addr add " + Address(i) + "/24 dev " + dev) &&
-              Shell(in + "link set " + dev + " up") && Shell(in + "link set lo up");
-    }
-  }
-  ~VethHosts() {
-    for (const std::string& n : ns) Shell("ip netns del " + n);
-  }
-  static std::string Address(size_t i) { return "10.231.9." + std::to_string(i + 1); }
-};
 
 class ShmTwoNodeTest : public ::testing::Test {
  protected:
@@ -132,30 +106,18 @@ TEST_F(ShmTwoNodeTest, TwoLaunchersOnLoopbackUseShmInsideEachNodeAndTcpAcross) {
 // Two hosts with their own host names and addresses: each launcher in its own network and UTS
 // namespace, the namespaces joined by a veth pair.
 TEST_F(ShmTwoNodeTest, NodesWithTheirOwnHostNamesAndAddressesUseShmInsideAndTcpAcross) {
-  if (!Shell("command -v unshare")) GTEST_SKIP() << "no unshare";
-  VethHosts hosts;
+  VethHosts hosts("dls", 9);
   if (!hosts.wired) GTEST_SKIP() << "cannot wire a veth pair between network namespaces here";
   // Inside its namespaces each launcher gets its own host name and binds gloo to its veth.
-  auto host = [&](const std::string& ns, const std::string& name, std::vector<std::string> argv) {
-    std::vector<std::string> wrapped = {
-        "/usr/sbin/ip",
-        "netns",
-        "exec",
-        ns,
-        "unshare",
-        "--uts",
-        "/bin/sh",
-        "-c",
-        "hostname " + name + " && exec env GLOO_SOCKET_IFNAME=" + ns + "v \"$@\"",
-        "sh"};
+  auto host = [&](size_t i, const std::string& name, std::vector<std::string> argv) {
+    std::vector<std::string> wrapped = hosts.Prefix(i, name);
     wrapped.insert(wrapped.end(), argv.begin(), argv.end());
     return wrapped;
   };
-  const std::string endpoint = VethHosts::Address(0) + ":" + port_;
-  Launched n0(
-      host(hosts.ns[0], "dlhost-a", Node(0, endpoint, {"--master-addr", VethHosts::Address(0)})),
-      {kToken});
-  Launched n1(host(hosts.ns[1], "dlhost-b", Node(1, endpoint)), {kToken});
+  const std::string endpoint = hosts.Address(0) + ":" + port_;
+  Launched n0(host(0, "dlhost-a", Node(0, endpoint, {"--master-addr", hosts.Address(0)})),
+              {kToken});
+  Launched n1(host(1, "dlhost-b", Node(1, endpoint)), {kToken});
   EXPECT_EQ(n1.Wait(seconds(150)), 0) << n1.err_text();
   EXPECT_EQ(n0.Wait(seconds(150)), 0) << n0.err_text();
   if (fs::exists(dir_.path() / "node0" / "job" / "preflight.json")) {

@@ -35,14 +35,17 @@ class ElasticJobTest : public ::testing::Test {
   // The same with any program.
   std::unique_ptr<Launched> StartProgram(const std::string& name, const std::string& nnodes,
                                          const std::vector<std::string>& program,
-                                         const std::vector<std::string>& extra) {
+                                         const std::vector<std::string>& extra,
+                                         std::vector<std::string> env = {}) {
     std::vector<std::string> argv = {DLAUNCH_BIN,  "--nnodes",       nnodes, "--rdzv-endpoint",
-                                     endpoint_,    "--nproc",        "2",    "--log-dir",
+                                     endpoint_,    "--nproc",        nproc_, "--log-dir",
                                      LogDir(name), "--run-id",       "job",  "--heartbeat-timeout",
                                      "3",          "--rdzv-timeout", "20"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     argv.insert(argv.end(), program.begin(), program.end());
-    return std::make_unique<Launched>(argv, std::vector<std::string>{kToken});
+    argv.insert(argv.begin(), prefix_.begin(), prefix_.end());
+    env.push_back(kToken);
+    return std::make_unique<Launched>(argv, env);
   }
   std::string LogDir(const std::string& name) { return (dir_ / name).string(); }
   fs::path RunDir(const std::string& name) { return fs::path(LogDir(name)) / "job"; }
@@ -73,6 +76,8 @@ class ElasticJobTest : public ::testing::Test {
     };
   }
 
+  std::string nproc_ = "2";          // ranks per launcher
+  std::vector<std::string> prefix_;  // what runs the launcher (ip netns exec ...), if anything
   const TestDir test_dir_{"el"};
   const fs::path dir_ = test_dir_.path();
   std::string endpoint_;
