@@ -114,27 +114,39 @@ void MergeFlightTail(const rundir::RankDir& dir, rundir::RankFiles* rank,
                         ": not read");
     return;
   }
-  std::map<int64_t, rundir::FlightEntry> merged;
-  if (rank->flight_state == rundir::FileState::kOk) {
-    for (rundir::FlightEntry& e : rank->flight.entries) merged[e.seq] = std::move(e);
-  }
-  size_t from_tail = 0;
+  // The tail is read whole before anything of flight.json is touched: a tail that holds no entry
+  // (blank slots, garbage, cut short) leaves the rank's flight recorder as it was.
+  std::map<int64_t, rundir::FlightEntry> tail;
   int64_t newest_ns = 0;
+  size_t unreadable = 0;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     const std::string line = text.substr(start, end - start);
     start = end + 1;
-    if (line.find_first_not_of(' ') == std::string::npos) continue;  // an unused slot
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // an unused slot
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     rundir::FlightEntry entry;
-    if (!rundir::FlightEntryFromJson(j, &entry)) continue;
+    if (!rundir::FlightEntryFromJson(j, &entry)) {
+      ++unreadable;
+      continue;
+    }
     newest_ns = std::max({newest_ns, entry.started_unix_ns, entry.completed_unix_ns});
-    merged[entry.seq] = std::move(entry);
-    ++from_tail;
+    tail[entry.seq] = std::move(entry);
   }
-  if (from_tail == 0) return;
+  if (text.empty()) {
+    problems->push_back(label + " is empty: not read");
+  } else if (unreadable > 0) {
+    problems->push_back(label + ": " + std::to_string(unreadable) + " unreadable line" +
+                        (unreadable == 1 ? "" : "s") + " skipped");
+  }
+  if (tail.empty()) return;
+  std::map<int64_t, rundir::FlightEntry> merged;
+  if (rank->flight_state == rundir::FileState::kOk) {
+    for (rundir::FlightEntry& e : rank->flight.entries) merged[e.seq] = std::move(e);
+  }
+  for (auto& [seq, e] : tail) merged[seq] = std::move(e);
   rundir::FlightDump& flight = rank->flight;
   if (rank->flight_state != rundir::FileState::kOk) {
     flight = rundir::FlightDump{};
