@@ -5,6 +5,7 @@
 
 #include "core/run_dir/diagnosis_file.h"
 #include "core/run_dir/paths.h"
+#include "launcher/diagnose/rank_groups.h"
 
 namespace dlaunch::launcher {
 
@@ -12,7 +13,7 @@ std::string FormatDiagnosis(const Diagnosis& d) {
   std::ostringstream out;
   out << d.headline << "\n";
   if (!d.trigger.empty()) out << "  detected: " << d.trigger << "\n";
-  for (const RankDiagnosis& r : d.ranks) out << "  " << r.line << "\n";
+  for (const std::string& line : GroupRankLines(d.ranks)) out << "  " << line << "\n";
   for (const std::string& line : d.details) out << "  " << line << "\n";
   for (const RankDiagnosis& r : d.ranks) {
     if (r.nccl_warnings.empty()) continue;
