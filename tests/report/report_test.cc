@@ -1,5 +1,7 @@
 // The report's logic over run directories written by core/run_dir's writers: what it reads, how
 // it downsamples, what it escapes, and what it says about missing or hostile inputs.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -127,6 +129,26 @@ TEST(ReportPage, SaysWhatIsMissing) {
   EXPECT_NE(page.find("summary.json"), std::string::npos);
   EXPECT_NE(page.find("What is missing"), std::string::npos);
   EXPECT_NE(page.find("</html>"), std::string::npos);
+}
+
+TEST(ReportPage, HostileFilesGiveAPageWithoutBlocking) {
+  TestDir dir("report");
+  fs::create_directories(dir.path() / "rank0");
+  fs::create_directories(dir.path() / "rank1");
+  // A FIFO would block a naive reader for ever; /dev/zero would never end.
+  ASSERT_EQ(::mkfifo((dir.path() / "rank0" / "events.jsonl").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir.path() / "rank1" / "events.jsonl");
+  std::ofstream(dir.path() / "preflight.json")
+      << R"({"schema": "dlaunch.preflight/1", "verdict": "PASS",
+             "p2p": {"matrix_gbps": [[1, "x"], 7, [null]]},
+             "bandwidth": [{"op": "<b>op</b>", "rows": [{"size": -1},
+                            {"size": 1e308, "busbw_gbps": 1e308}]}]})";
+  const std::string page = RenderReportPage(LoadReportSnapshot(dir.string()));
+  EXPECT_EQ(page.find("<b>op"), std::string::npos);
+  EXPECT_NE(page.find("&lt;b&gt;op"), std::string::npos);
+  EXPECT_NE(page.find("rank0/events.jsonl"), std::string::npos);  // named as unreadable
+  EXPECT_EQ(page.find("nan"), std::string::npos);
+  EXPECT_EQ(page.find("inf\""), std::string::npos);
 }
 
 TEST(ReportCommand, ExitTwoForAPathThatIsNotARunDirectory) {
