@@ -16,8 +16,12 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Ends with the path of the run's report page (dlaunch report), whatever the training's outcome.
 run: build
-	$(BUILD)/launcher/dlaunch --nproc 4 train
+	@rc=0; $(BUILD)/launcher/dlaunch --nproc 4 train || rc=$$?; \
+	run_dir=$$(ls -td dlaunch-logs/*/ 2>/dev/null | head -1); \
+	if [ -n "$$run_dir" ]; then echo "report: $$($(BUILD)/launcher/dlaunch report "$$run_dir")"; fi; \
+	exit $$rc
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300

@@ -9,6 +9,7 @@
 #include "launcher/builtins.h"
 #include "launcher/job/job.h"
 #include "launcher/options.h"
+#include "launcher/report/report_command.h"
 #include "launcher/supervision/supervisor.h"
 
 namespace {
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
         return RunDoctor(options.program);
       case Command::kDiagnose:
         return RunDiagnose(options.program);
+      case Command::kReport:
+        return RunReportCommand(options.program);
       default:
         if (PrintBuiltinHelp(options)) return kExitOk;
         return RunJob(options, SelfExe(argv[0]));

@@ -10,7 +10,7 @@
 
 namespace dlaunch::launcher {
 
-enum class Command { kProgram, kTrain, kPreflight, kDiagnose, kDoctor, kHelp, kVersion };
+enum class Command { kProgram, kTrain, kPreflight, kDiagnose, kReport, kDoctor, kHelp, kVersion };
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;

@@ -61,6 +61,7 @@ std::string RunDir::preflight() const { return Join(path_, "preflight.json"); }
 std::string RunDir::diagnosis_text() const { return Join(path_, "diagnosis.txt"); }
 std::string RunDir::diagnosis_json() const { return Join(path_, "diagnosis.json"); }
 std::string RunDir::trace() const { return Join(path_, "trace.json"); }
+std::string RunDir::report() const { return Join(path_, "report.html"); }
 std::string RunDir::reserve() const { return Join(path_, ".reserve"); }
 RankDir RunDir::rank(int rank) const { return RankDir(Join(path_, RankDirName(rank).c_str())); }
 

@@ -2,7 +2,7 @@
 // directory; docs/run-directory.md describes each of them.
 //
 //   <run-dir>/summary.json  summary.node<N>.json  preflight.json  diagnosis.txt  diagnosis.json
-//             trace.json  .reserve (while the launcher runs)
+//             trace.json  report.html  .reserve (while the launcher runs)
 //   <run-dir>/attempt<N>/  an earlier attempt's (or an earlier run's) rank<R>/ and reports
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
@@ -66,6 +66,7 @@ class RunDir {
   std::string diagnosis_text() const;             // diagnosis.txt
   std::string diagnosis_json() const;             // diagnosis.json
   std::string trace() const;                      // trace.json (Chrome trace events)
+  std::string report() const;                     // report.html, `dlaunch report`'s page
   // .reserve: room the launcher keeps while the job runs, so a disk the logs fill still takes
   // the summary and diagnosis; removed at the end.
   std::string reserve() const;

@@ -34,6 +34,9 @@ TEST(OptionsTest, BuiltinsTakeTheirOwnArguments) {
   EXPECT_EQ(ParseCommandLine({"preflight"}).command, Command::kPreflight);
   EXPECT_EQ(ParseCommandLine({"doctor", "--json"}).command, Command::kDoctor);
   EXPECT_EQ(ParseCommandLine({"diagnose", "dir"}).program, std::vector<std::string>{"dir"});
+  auto report = ParseCommandLine({"report", "dir", "-o", "x.html"});
+  EXPECT_EQ(report.command, Command::kReport);
+  EXPECT_EQ(report.program, (std::vector<std::string>{"dir", "-o", "x.html"}));
 }
 
 TEST(OptionsTest, EnvAndNcclSettings) {
