@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build run test bench chaos format clean
+.PHONY: deps configure build build-run run test bench chaos format clean
 
 deps:
 	./scripts/install-deps.sh
@@ -16,14 +16,20 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Only what `make run` runs: the launcher and the built-in worker (the Python agent is source).
+build-run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target dlaunch dlaunch-worker
+
 # Ends with the path of the run's report page (dlaunch report), whatever the training's outcome.
-run: build
+run: build-run
 	@rc=0; $(BUILD)/launcher/dlaunch --nproc 4 train || rc=$$?; \
 	run_dir=$$(ls -td dlaunch-logs/*/ 2>/dev/null | head -1); \
 	if [ -n "$$run_dir" ]; then echo "report: $$($(BUILD)/launcher/dlaunch report "$$run_dir")"; fi; \
 	exit $$rc
 
-test: build
+test: configure
+	./scripts/install-deps.sh --test
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 bench: build

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages dlaunch builds and tests with (and, with --bench, benchmarks
-# with), only those that are missing.
+# Installs the Debian packages dlaunch builds with, only those that are missing. --test adds what
+# the test suite drives for real (headless Chromium for the report page); --bench adds the peers
+# the benchmarks measure against and hyperfine. apt's own output goes to a log file; the console
+# gets one line per step (and the log's tail when a step fails).
 set -euo pipefail
 
 packages=(
@@ -13,8 +15,13 @@ packages=(
   gdb iproute2 procps openssl
   slurm-wlm munge
 )
-# `make bench` also needs the peers it measures against and hyperfine.
-[ "${1:-}" = "--bench" ] && packages+=(python3-torch hyperfine)
+for flag in "$@"; do
+  case "$flag" in
+    --test) packages+=(chromium) ;;
+    --bench) packages+=(chromium python3-torch hyperfine) ;;
+    *) echo "install-deps: unknown flag '$flag' (--test, --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,9 +29,22 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}"
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+log=$(mktemp -t dlaunch-apt.XXXXXX.log)
+step() {
+  local what=$1
+  shift
+  local start=$SECONDS
+  if ! "$@" >>"$log" 2>&1; then
+    echo "install-deps: $what failed; the last lines of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  echo "install-deps: $what ($((SECONDS - start)) s)"
+}
+echo "install-deps: ${#missing[@]} packages missing: ${missing[*]} (apt's log: $log)"
+step "package lists updated" $sudo apt-get update -qq
+step "${#missing[@]} packages installed" \
+  $sudo apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}"
