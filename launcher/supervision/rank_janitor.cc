@@ -126,9 +126,37 @@ bool Reaped(pid_t pid, int timeout_ms) {
   return reaped;
 }
 
+// Unlinks the entries "dlaunch-<pid>-*" of the folder `shm_fd` (/dev/shm) whose pid is one of
+// `groups`: the shared-memory segments of ranks that were killed while setting them up. Raw
+// system calls only, no allocation (it runs in the janitor).
+void RemoveSegmentsOfGroups(int shm_fd, const pid_t* groups) {
+  static const char kPrefix[] = "dlaunch-";
+  char buf[4096];
+  ::lseek(shm_fd, 0, SEEK_SET);
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, shm_fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      if (std::strncmp(d->d_name, kPrefix, sizeof(kPrefix) - 1) != 0) continue;
+      const char* p = d->d_name + sizeof(kPrefix) - 1;
+      long pid = 0;
+      for (; *p >= '0' && *p <= '9' && pid < (1L << 31); ++p) pid = pid * 10 + (*p - '0');
+      if (*p != '-' || pid <= 0) continue;
+      for (size_t i = 0; i < kMaxGroups; ++i) {
+        if (groups[i] == pid) {
+          ::unlinkat(shm_fd, d->d_name, 0);
+          break;
+        }
+      }
+    }
+  }
+}
+
 // The janitor: waits for dlaunch to go (end-of-file on the pipe), then kills every rank's cgroup
 // and process group and removes the cgroups. Only async-signal-safe calls, and no allocation.
-[[noreturn]] void JanitorMain(int from_launcher, int kill_fd, int dir_fd, int parent_fd,
+[[noreturn]] void JanitorMain(int from_launcher, int kill_fd, int dir_fd, int parent_fd, int shm_fd,
                               const char* name, pid_t* groups) {
   ::setsid();  // out of dlaunch's process group and terminal: a group kill or Ctrl-C spares it
   struct sigaction ignore {};
@@ -140,8 +168,8 @@ bool Reaped(pid_t pid, int timeout_ms) {
   if (devnull >= 0) {
     for (int fd = 0; fd < 3; ++fd) ::dup2(devnull, fd);
   }
-  const int keep[] = {from_launcher, kill_fd, dir_fd, parent_fd};
-  CloseAllBut(keep, 4);
+  const int keep[] = {from_launcher, kill_fd, dir_fd, parent_fd, shm_fd};
+  CloseAllBut(keep, 5);
   for (;;) {
     int32_t word = 0;
     const ssize_t n = ::read(from_launcher, &word, sizeof(word));
@@ -163,6 +191,7 @@ bool Reaped(pid_t pid, int timeout_ms) {
   for (size_t i = 0; i < kMaxGroups; ++i) {
     if (groups[i] > 0) ::kill(-groups[i], SIGKILL);
   }
+  if (shm_fd >= 0) RemoveSegmentsOfGroups(shm_fd, groups);
   if (dir_fd >= 0) {
     for (int i = 0; i < kEmptyTries && !RemoveChildCgroups(dir_fd); ++i) Nap10ms();
     ::unlinkat(parent_fd, name, AT_REMOVEDIR);
@@ -227,6 +256,7 @@ RankJanitor::RankJanitor() {
   // Prepared before the fork: the child may not allocate.
   std::vector<pid_t> groups(kMaxGroups, 0);
   base::UniqueFd kill_fd, dir_fd, parent_fd;
+  base::UniqueFd shm_fd(::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (uses_cgroups()) {
     kill_fd.reset(::open((job_cgroup_ + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
     dir_fd.reset(::open(job_cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -235,8 +265,8 @@ RankJanitor::RankJanitor() {
   janitor_ = ::fork();
   if (janitor_ == 0) {
     to_janitor_.reset();  // its own copy of the write end would keep the pipe from ending
-    JanitorMain(read_end.get(), kill_fd.get(), dir_fd.get(), parent_fd.get(), name.c_str(),
-                groups.data());
+    JanitorMain(read_end.get(), kill_fd.get(), dir_fd.get(), parent_fd.get(), shm_fd.get(),
+                name.c_str(), groups.data());
   }
   if (janitor_ < 0) to_janitor_.reset();
 }

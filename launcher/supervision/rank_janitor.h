@@ -8,8 +8,9 @@
 //  - otherwise each rank's process group (where a shell's background jobs stay).
 // A janitor process, forked at the start, holds the other end of a pipe from dlaunch: when dlaunch
 // dies in any way the pipe reads end-of-file, and the janitor kills every rank's cgroup and process
-// group, removes the cgroups and exits. It keeps no other descriptor of dlaunch's (the
-// coordinator's listening socket, say). DLAUNCH_CGROUPS=off chooses the process groups.
+// group, removes the cgroups and the ranks' leftover shared-memory segments, and exits. It keeps no
+// other descriptor of dlaunch's (the coordinator's listening socket, say). DLAUNCH_CGROUPS=off
+// chooses the process groups.
 #pragma once
 
 #include <sys/types.h>

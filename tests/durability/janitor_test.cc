@@ -100,6 +100,24 @@ std::vector<std::string> SegmentsOf(pid_t pid) {
   return names;
 }
 
+// A forked rank: local rank 0 of a two-rank group creates the segment and waits (60 s) for
+// rank 1, which never maps it. It leads its own process group and, as exec would, keeps none of
+// its parent's descriptors (a launcher's pipe to its janitor among them).
+[[noreturn]] void RankInSetUp() {
+  ::setpgid(0, 0);
+  for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+  core::ShmGroupOptions o;
+  o.local_rank = 0;
+  o.world_ranks = {0, 1};
+  o.store = core::MakeMemoryStore();
+  o.rendezvous_timeout = std::chrono::seconds(60);
+  try {
+    core::ShmGroup group(o);
+  } catch (...) {
+  }
+  ::_exit(0);
+}
+
 // #30: a rank killed during shared-memory set-up leaked its /dev/shm/dlaunch-* segment (14.7 MB,
 // 10 of 10 times). Local rank 0 of a two-rank group creates the segment and waits for rank 1,
 // which never maps it; it is SIGKILLed there, as the campaign did.
@@ -108,19 +126,7 @@ TEST(RankJanitorTest, ARankKilledDuringSharedMemorySetUpLeavesNoSegment) {
   RankJanitor janitor;
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::setpgid(0, 0);  // a rank leads its own process group
-    core::ShmGroupOptions o;
-    o.local_rank = 0;
-    o.world_ranks = {0, 1};
-    o.store = core::MakeMemoryStore();
-    o.rendezvous_timeout = std::chrono::seconds(60);
-    try {
-      core::ShmGroup group(o);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
+  if (child == 0) RankInSetUp();
   ::setpgid(child, child);
   janitor.RankStarted(child);
   EXPECT_TRUE(Eventually([&] { return !SegmentsOf(child).empty(); }, seconds(20)))
@@ -131,6 +137,38 @@ TEST(RankJanitorTest, ARankKilledDuringSharedMemorySetUpLeavesNoSegment) {
   ASSERT_FALSE(SegmentsOf(child).empty());  // what the rank left
   janitor.RankExited(0, child);
   EXPECT_TRUE(SegmentsOf(child).empty());
+}
+
+// The same when the launcher itself is SIGKILLed during the rank's set-up: the janitor removes
+// the segment with the rank.
+TEST(RankJanitorTest, ALauncherKilledDuringSharedMemorySetUpLeavesNoSegment) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {  // a launcher with a janitor and one rank
+    ::close(fds[0]);
+    RankJanitor janitor;
+    const pid_t rank = ::fork();
+    if (rank == 0) RankInSetUp();
+    ::setpgid(rank, rank);
+    janitor.RankStarted(rank);
+    (void)!::write(fds[1], &rank, sizeof(rank));
+    for (;;) ::pause();
+  }
+  ::close(fds[1]);
+  pid_t rank = 0;
+  ASSERT_EQ(::read(fds[0], &rank, sizeof(rank)), static_cast<ssize_t>(sizeof(rank)));
+  ::close(fds[0]);
+  const bool created = Eventually([&] { return !SegmentsOf(rank).empty(); }, seconds(20));
+  ::kill(launcher, SIGKILL);
+  ASSERT_EQ(::waitpid(launcher, nullptr, 0), launcher);
+  ASSERT_TRUE(created) << "the rank never created its segment";
+  EXPECT_TRUE(Eventually([&] { return SegmentsOf(rank).empty(); }, seconds(10)))
+      << "the janitor left /dev/shm/" << SegmentsOf(rank).front();
+  EXPECT_TRUE(Eventually([&] { return State(rank) == '?' || State(rank) == 'Z'; }, seconds(10)));
+  if (State(rank) != '?' && State(rank) != 'Z') ::kill(rank, SIGKILL);
 }
 
 }  // namespace
