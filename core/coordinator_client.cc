@@ -125,10 +125,19 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(
     std::chrono::milliseconds timeout) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->AddMetadata(kTokenMetadataKey, token_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!node_credential_.empty()) ctx->AddMetadata(kNodeMetadataKey, node_credential_);
+  }
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   // Ranks may start before the coordinator's port answers; wait for it instead of failing fast.
   ctx->set_wait_for_ready(true);
   return ctx;
+}
+
+void CoordinatorClient::SetNodeCredential(const std::string& credential) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_credential_ = credential;
 }
 
 v1::RegisterResponse CoordinatorClient::Register(const v1::RegisterRequest& request,

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/base/files.h"
@@ -12,6 +13,8 @@
 namespace dlaunch::core {
 
 inline constexpr char kTokenMetadataKey[] = "x-dlaunch-token";
+// A node agent's credential (NodeResponse.node_credential) on its node calls.
+inline constexpr char kNodeMetadataKey[] = "x-dlaunch-node";
 
 // TLS material for the coordinator and its clients (PEM file paths). All empty: plaintext, which
 // dlaunch uses on loopback and, unless told otherwise, between nodes.
@@ -36,13 +39,19 @@ class CoordinatorClient {
   // One round trip, at most `timeout`.
   void ReportEvent(const v1::Event& event, std::chrono::milliseconds timeout);
 
-  // A context carrying the job token, with a deadline `timeout` from now.
+  // A context carrying the token (and the node credential, once set), with a deadline `timeout`
+  // from now.
   std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
+  // A node agent: every later call carries `credential`, which node 0 gave it at its first
+  // RegisterNode. Does not block; safe beside calls on other threads.
+  void SetNodeCredential(const std::string& credential);
 
   v1::Coordinator::Stub& stub() { return *stub_; }
 
  private:
   std::string token_;
+  mutable std::mutex mu_;
+  std::string node_credential_;  // under mu_
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };

@@ -30,7 +30,11 @@ class MemoryStore : public Store {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = data_.find(key);
       if (it != data_.end()) value = std::stoll(it->second);
-      value += delta;
+      // A counter past int64 would wrap into a value nobody added (and is undefined behaviour).
+      if (__builtin_add_overflow(value, delta, &value)) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "store add '" + key.substr(0, 64) + "' overflows a 64-bit counter");
+      }
       data_[key] = std::to_string(value);
     }
     changed_.notify_all();

@@ -185,7 +185,7 @@ po::options_description Describe() {
     ("run-path", po::bool_switch(), "the program is a Python file run through runpy, whatever its name (alias --run_path)")
     ("run_path", po::bool_switch(), "alias of --run-path")
     ("no-python-agent", po::bool_switch(), "do not load dlaunch's rank agent into Python ranks")
-    ("heartbeat-interval", po::value<double>()->default_value(1), "seconds between rank heartbeats")
+    ("heartbeat-interval", po::value<double>()->default_value(1), "seconds between rank heartbeats (at least 0.01)")
     ("heartbeat-timeout", po::value<double>()->default_value(30), "seconds of heartbeat silence before a rank counts as stalled")
     ("hang-timeout", po::value<double>()->default_value(300), "seconds a collective may sit without progress before a hang is diagnosed; 0 turns detection off")
     ("hang-on-silence", po::bool_switch(), "a program with neither libdlaunch nor Python that prints nothing for --hang-timeout counts as hung")
@@ -446,6 +446,11 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
                      " runs Python: drop --no-python");
   }
   o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
+  // Every rank sends a heartbeat this often: faster than 100 a second is a flood, not liveness.
+  if (vm["heartbeat-interval"].as<double>() < 0.01) {
+    throw UsageError("--heartbeat-interval must be at least 0.01 seconds (got " +
+                     std::to_string(vm["heartbeat-interval"].as<double>()) + ")");
+  }
   o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
   o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout", true);
   o.hang_on_silence = vm["hang-on-silence"].as<bool>();

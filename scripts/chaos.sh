@@ -15,6 +15,9 @@ status=0
 # The disabled trials too: their figures belong in the table even while they fail.
 DLAUNCH_CHAOS_LONG=1 DLAUNCH_CHAOS_RESULTS="$results" \
   timeout 3600 "$bin" --gtest_also_run_disabled_tests --gtest_brief=1 || status=$?
+# Forged and malformed calls to every RPC of the coordinator (#30).
+DLAUNCH_CHAOS_RESULTS="$results" timeout 600 "$build/tests/chaos/chaos_control_plane_test" \
+  --gtest_brief=1 || status=$?
 python3 "$here/chaos_report.py" "$results" "$out" "$(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chaos: wrote $out (trials exit status $status)"
 exit "$status"

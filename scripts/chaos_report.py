@@ -23,16 +23,35 @@ def figure(values):
 rows = []
 for fault in faults:
     ts = [t for t in trials if t["fault"] == fault]
-    right = sum(1 for t in ts if t["right"])
+    # A trial may stand for several cases (the control plane's rows: "trials").
+    right = sum(t.get("trials", 1) for t in ts if t["right"])
+    wrong = sum(t.get("trials", 1) for t in ts if not t["right"])
     kill = [t["kill_to_exit_ms"] for t in ts if "kill_to_exit_ms" in t]
     stop = [t["stop_to_exit_ms"] for t in ts if "stop_to_exit_ms" in t]
     took = [t["ms"] for t in ts if "ms" in t]
     survivors = sum(t.get("survivors", 0) for t in ts)
     crashes = sum(1 for t in ts if t.get("crash") or t.get("exit_code", 0) < 0 or t.get("exit_code", 0) >= 128)
     rows.append("| %s | %d | %d | %s | %s | %s | %s | %s |" % (
-        fault, right, len(ts) - right, figure(kill), figure(stop), figure(took),
+        fault, right, wrong, figure(kill), figure(stop), figure(took),
         survivors if any("survivors" in t for t in ts) else "-",
         crashes if took else "-"))
+
+CONTROL_PLANE = """The "forged" rows (tests/chaos/control_plane_test.cc) are calls to every RPC of
+proto/dlaunch.proto over real gRPC on loopback, against the real coordinator of a two-node job
+whose node 1 is a real node agent, each sent by a rank (the rank token), a job-token holder that
+never registered, one with a made-up node credential and one with no token. They tried: node
+streams claiming node 0 (the `{member_id: 0, done: true}` that aborted node 0 with
+`free(): invalid size`), node 1's failure and success, an empty stream, 500 mixed statuses, fields
+at INT_MIN/INT_MAX, a 1 MiB message; `error.json` for every rank, 300 files, `../summary.json`,
+a 1 TiB offset; RegisterNode with node 1's member id (its place and credential), node rank 0 or
+99, a negative `--nproc`, member ids never given, a 1 MiB host; Register, ReportEvent and
+Heartbeat for ranks outside the world, store waits with timeouts of -5, 0, INT64_MAX and
+INT64_MIN ms over 10000 keys, a counter past INT64_MAX, an add to text; and 20 random or truncated
+byte strings to every unary method. Right means refused (the rank calls: refused or harmless),
+with no crash, node 1 still streaming and neither done nor lost, no node fault (no job end), no
+file written but the agent's own (node 1's ranks only, at most 64 a rank folder), and the real
+agent's verdict still ending the job. tests/multinode's `ARankCannotSpeakForANodeOrPushFiles`
+runs the same forgeries from the ranks of a real two-launcher job, which exits 0."""
 
 try:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -66,5 +85,8 @@ grandchildren (`sleep 300 &` inside a rank) are ended by the rank janitor, which
 cgroup (or, without cgroups, its process group) once the launcher is gone; a SIGSTOPped rank gets
 SIGCONT with its SIGTERM, so it cannot hold the teardown for the grace period.
 
+%s
+
 Regenerate with `make chaos` (it runs under `flock /tmp/dlaunch-bench.lock`).
-""" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows)))
+""" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows),
+       CONTROL_PLANE))

@@ -66,6 +66,11 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string run_dir = vm["run-dir"].as<std::string>();
+  if (vm["world-size"].as<int>() < 0) {
+    std::cerr << "dlaunch diagnose: --world-size must be >= 0 (0: from the run directory), got "
+              << vm["world-size"].as<int>() << "\n";
+    return 2;
+  }
   try {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);

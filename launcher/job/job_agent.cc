@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/attempts.h"
+#include "core/run_dir/leftovers.h"
 #include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/builtins.h"
@@ -144,7 +145,11 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     started.world_size = plan_.world_size();
     started.start_unix_ms = base::UnixMillis();
     summary.attempts.push_back(started);
-    report = Judge(m.attempt, supervisor.Run(specs));
+    AttemptResult result = supervisor.Run(specs);
+    // A rank killed between writing a file and renaming it into place left the temporary file:
+    // its error.json is kept (before Judge reads it), the rest removed.
+    for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
+    report = Judge(m.attempt, std::move(result));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
     AttemptRecord& record = summary.attempts.back();

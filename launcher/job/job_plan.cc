@@ -5,6 +5,7 @@
 #include "core/run_dir/paths.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/python/python_launch.h"
+#include "launcher/rendezvous/credentials.h"
 
 namespace dlaunch::launcher {
 
@@ -62,7 +63,8 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
       {"TORCHELASTIC_RUN_ID", identity_.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"DLAUNCH_COORDINATOR", identity_.coordinator},
-      {"DLAUNCH_JOB_TOKEN", node_.token},
+      // Ranks get the rank token: it admits their calls, never a node's (credentials.h).
+      {"DLAUNCH_JOB_TOKEN", node_.token.empty() ? "" : RankToken(node_.token)},
       {"DLAUNCH_RUN_ID", identity_.run_id},
       {"DLAUNCH_RUN_DIR", run_dir_},
       {"DLAUNCH_RDZV_TIMEOUT", std::to_string(o.rdzv_timeout.count() / 1000)},

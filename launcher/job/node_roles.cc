@@ -302,9 +302,8 @@ class JoiningNode : public NodeRole {
       : options_(o), setup_(std::move(setup)), host_(std::move(host)) {}
 
   JobIdentity Prepare() override {
-    auto client =
-        std::make_shared<core::CoordinatorClient>(setup_.endpoint, setup_.token, setup_.tls);
-    agent_ = std::make_unique<NodeAgent>(client, options_.node_rank);
+    client_ = std::make_shared<core::CoordinatorClient>(setup_.endpoint, setup_.token, setup_.tls);
+    agent_ = std::make_unique<NodeAgent>(client_, options_.node_rank);
     std::cerr << "dlaunch: joining " << setup_.endpoint << std::endl;
     v1::NodeResponse resp;
     try {
@@ -322,6 +321,8 @@ class JoiningNode : public NodeRole {
                       (resp.reason().empty() ? "it succeeded" : resp.reason()));
     }
     member_id_ = resp.member_id();
+    // From now on this node's stream, pushes and rejoins speak for it, and nothing else can.
+    client_->SetNodeCredential(resp.node_credential());
     return {resp.run_id(), resp.master_addr(), resp.master_port(), setup_.endpoint,
             MembershipOf(resp)};
   }
@@ -529,6 +530,7 @@ class JoiningNode : public NodeRole {
   LaunchOptions options_;
   NodeSetup setup_;
   std::string host_;
+  std::shared_ptr<core::CoordinatorClient> client_;
   std::unique_ptr<NodeAgent> agent_;
   int member_id_ = 0;
   std::atomic<int> attempt_{0};

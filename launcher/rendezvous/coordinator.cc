@@ -38,14 +38,56 @@ CoordinatorHandler::CoordinatorHandler(CoordinatorConfig config)
       store_(core::MakeMemoryStore()),
       nodes_(config_.nnodes, config_.node_heartbeat_timeout),
       rounds_(RoundsOf(config_), base::UnixMillis()),
-      world_size_(config_.world_size) {}
+      world_size_(config_.world_size),
+      rank_token_(config_.token.empty() ? "" : RankToken(config_.token)),
+      refusals_(&std::cerr, std::chrono::seconds(10), 5) {}
+
+CoordinatorHandler::~CoordinatorHandler() { refusals_.Flush(); }
+
+void CoordinatorHandler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  registered_cv_.notify_all();
+  nodes_cv_.notify_all();
+}
+
+CallerRole CoordinatorHandler::RoleOf(const std::string& token) const {
+  if (config_.token.empty() || token.empty()) return CallerRole::kNone;
+  if (SameSecret(token, config_.token)) return CallerRole::kNode;
+  if (SameSecret(token, rank_token_)) return CallerRole::kRank;
+  return CallerRole::kNone;
+}
 
 bool CoordinatorHandler::Authorize(const std::string& token, const std::string& peer,
-                                   const char* method) {
-  if (!config_.token.empty() && token == config_.token) return true;
-  std::cerr << "dlaunch: refused " << method << " from " << peer
-            << (token.empty() ? ": no job token" : ": wrong job token") << std::endl;
+                                   const char* method, CallerRole needed) {
+  const CallerRole role = RoleOf(token);
+  if (role == CallerRole::kNode || role == needed) return true;
+  Refuse(peer, method,
+         token.empty()               ? "no job token"
+         : role == CallerRole::kRank ? "a rank's token does not admit node calls"
+                                     : "wrong job token");
   return false;
+}
+
+std::optional<int> CoordinatorHandler::AuthorizeNode(const std::string& token,
+                                                     const std::string& node_credential,
+                                                     const std::string& peer, const char* method) {
+  if (!Authorize(token, peer, method, CallerRole::kNode)) return std::nullopt;
+  if (!node_credential.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [member, credential] : node_credentials_)
+      if (SameSecret(node_credential, credential)) return member;
+  }
+  Refuse(peer, method, node_credential.empty() ? "no node credential" : "wrong node credential");
+  return std::nullopt;
+}
+
+void CoordinatorHandler::Refuse(const std::string& peer, const char* method,
+                                const std::string& why) {
+  refusals_.Refused("refused " + std::string(method) + " from " + peer + ": " + why,
+                    base::UnixMillis());
 }
 
 v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req) {
@@ -60,8 +102,10 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   ranks_[req.rank()].registered = true;
   registered_cv_.notify_all();
   const auto deadline = attempt_start_ + config_.rdzv_timeout;
-  const bool complete = registered_cv_.wait_until(
-      lock, deadline, [&] { return static_cast<int>(registered_.size()) >= world_size_; });
+  const bool complete = registered_cv_.wait_until(lock, deadline, [&] {
+    return stopping_ || static_cast<int>(registered_.size()) >= world_size_;
+  });
+  if (stopping_) throw Error(ErrorKind::kPeerGone, "the coordinator is shutting down");
   if (!complete) {
     std::vector<int> absent;
     for (int r = 0; r < world_size_; ++r)
@@ -104,7 +148,8 @@ CoordinatorHandler::Round CoordinatorHandler::JoinRound(const std::string& host,
   return round;
 }
 
-v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
+v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req,
+                                                  const std::string& node_credential) {
   if (req.node_rank() == 0 || req.node_rank() >= config_.nnodes) {
     throw Error(ErrorKind::kInvalidArgument, "node rank " + std::to_string(req.node_rank()) +
                                                  " is not an agent of a job of " +
@@ -120,12 +165,17 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req) {
   int member_id = req.member_id();
   if (member_id <= 0) {
     member_id = rounds_.NewMemberId();
-  } else if (member_id >= rounds_.NewMemberId()) {
-    // (An id handed out just now is never used: ids only identify nodes.)
-    throw Error(ErrorKind::kInvalidArgument,
-                "member id " + std::to_string(member_id) + " was never given to a node");
+    node_credentials_[member_id] = NewNodeCredential();
+  } else {
+    // Only the node the id was given to comes back with it.
+    auto it = node_credentials_.find(member_id);
+    if (it == node_credentials_.end() || !SameSecret(node_credential, it->second)) {
+      throw Error(ErrorKind::kUnauthenticated,
+                  "member id " + std::to_string(member_id) + " without its node credential");
+    }
   }
   v1::NodeResponse resp;
+  resp.set_node_credential(node_credentials_[member_id]);
   resp.set_run_id(config_.run_id);
   resp.set_member_id(member_id);
   resp.set_master_addr(config_.master_addr);
@@ -156,6 +206,7 @@ std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>&
   const int64_t give_up = base::UnixMillis() + rounds_.config().join_timeout.count();
   bool told_waiting = false;
   for (;;) {
+    if (stopping_) throw Error(ErrorKind::kPeerGone, "the coordinator is shutting down");
     if (finished_ || !round_failure_.empty()) waiting_.erase(member.member_id);
     if (finished_) return std::nullopt;
     if (!round_failure_.empty()) throw Error(ErrorKind::kTimeout, round_failure_);
@@ -211,6 +262,9 @@ void CoordinatorHandler::CloseRound() {
     nodes_.Join(static_cast<int>(rank), m.host, m.doctor_json, now);
     if (connected_.count(m.member_id)) nodes_.OnStreamOpened(static_cast<int>(rank));
   }
+  // The attempt's rank folders start empty on node 0 and are pushed anew.
+  pushed_.Clear();
+  told_dropped_.clear();
   // The ranks' rendezvous deadline counts from the attempt's start, not the round's wait.
   attempt_start_ = std::chrono::steady_clock::now();
   nodes_cv_.notify_all();
@@ -261,6 +315,7 @@ std::vector<int> CoordinatorHandler::LostNodes() const {
 
 void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (status.member_id() <= 0) return;  // node 0 is this launcher, and speaks for itself
   // Only what a node says about the attempt that runs counts; between attempts it only lives.
   auto rank = rounds_.RankOf(status.member_id());
   if (!rank || rounds_.forming()) return;
@@ -277,6 +332,7 @@ void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
 
 void CoordinatorHandler::OnNodeStreamOpened(int member_id,
                                             std::function<bool(const v1::Command&)> send) {
+  if (member_id <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   node_senders_[member_id] = std::move(send);
   connected_.insert(member_id);
@@ -284,6 +340,7 @@ void CoordinatorHandler::OnNodeStreamOpened(int member_id,
 }
 
 void CoordinatorHandler::OnNodeStreamClosed(int member_id) {
+  if (member_id <= 0) return;
   std::unique_lock<std::mutex> lock(mu_);
   node_senders_.erase(member_id);
   connected_.erase(member_id);
@@ -354,13 +411,25 @@ JobShape CoordinatorHandler::Shape() const {
   return ShapeLocked();
 }
 
-void CoordinatorHandler::WriteFileChunk(const v1::FileChunk& chunk) {
+bool CoordinatorHandler::WriteFileChunk(int member_id, const v1::FileChunk& chunk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    CheckFileChunk(chunk, ShapeLocked(), nodes_);
+    const auto node = member_id > 0 ? rounds_.RankOf(member_id) : std::nullopt;
+    CheckFileChunk(chunk, ShapeLocked(), node.value_or(-1));
+    if (const std::string cut = pushed_.Admit(*node, chunk); !cut.empty()) {
+      // Dropped, not refused: the agent goes on with its other files, and nothing it sends
+      // later makes the folder bigger.
+      if (told_dropped_.insert(*node).second) {
+        std::cerr << "dlaunch: node " << *node << ": " << cut << "; not keeping "
+                  << "rank" << chunk.rank() << "/" << chunk.name() << " and whatever else passes it"
+                  << std::endl;
+      }
+      return false;
+    }
   }
   std::lock_guard<std::mutex> lock(files_mu_);
   WritePushedChunk(chunk, config_.run_dir);
+  return true;
 }
 
 void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {

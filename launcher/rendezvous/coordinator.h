@@ -17,8 +17,11 @@
 #include "core/coordinator_client.h"
 #include "core/store.h"
 #include "dlaunch.pb.h"
+#include "launcher/rendezvous/credentials.h"
 #include "launcher/rendezvous/node_roster.h"
 #include "launcher/rendezvous/node_rounds.h"
+#include "launcher/rendezvous/push_quota.h"
+#include "launcher/rendezvous/refusal_log.h"
 
 namespace grpc {
 class Server;
@@ -70,9 +73,22 @@ struct JobShape;  // launcher/rendezvous/request_checks.h
 class CoordinatorHandler {
  public:
   explicit CoordinatorHandler(CoordinatorConfig config);
+  // Prints the count of refused calls not printed yet.
+  ~CoordinatorHandler();
 
-  // Does not block. False (and a line on stderr naming `peer` and `method`) for a wrong token.
-  bool Authorize(const std::string& token, const std::string& peer, const char* method);
+  // What `token` admits: the job token everything, its RankToken the rank calls. Does not block.
+  CallerRole RoleOf(const std::string& token) const;
+  // Does not block. False (and a line on stderr naming `peer` and `method`, rate-limited) for a
+  // token that does not admit `needed`.
+  bool Authorize(const std::string& token, const std::string& peer, const char* method,
+                 CallerRole needed = CallerRole::kRank);
+  // For the node calls: the member id of the node whose credential `node_credential` is, when
+  // `token` is the job token; else nullopt, refused as Authorize refuses. Does not block.
+  std::optional<int> AuthorizeNode(const std::string& token, const std::string& node_credential,
+                                   const std::string& peer, const char* method);
+  // Logs a refused call (rate-limited: the first few of every 10 s, then a count). Does not block.
+  void Refuse(const std::string& peer, const char* method, const std::string& why);
+  int64_t refused_calls() const { return refusals_.total(); }
 
   // Blocks until every rank registered or the rendezvous deadline (start of the attempt plus
   // rdzv_timeout) passes; then returns DEADLINE_EXCEEDED naming the absent ranks.
@@ -88,6 +104,11 @@ class CoordinatorHandler {
 
   // Sends a command to every rank with an open heartbeat stream; returns how many got it.
   int Broadcast(const v1::Command& command);
+
+  // The server goes: every Register and RegisterNode still waiting returns (kPeerGone) now
+  // instead of at its deadline, so a call nobody will answer (a forged Register for a rank that
+  // never comes) cannot hold the shutdown. Does not block.
+  void Stop();
 
   // Forgets registrations, store and streams for a new attempt (after a restart). Does not block.
   void Reset();
@@ -114,9 +135,12 @@ class CoordinatorHandler {
   Round JoinRound(const std::string& host, const std::string& doctor_json, int restart_count,
                   const std::string& attempt_folder);
   // A node agent joins a round the same way, or waits for the next one when this attempt runs
-  // already; answers "finished" once the job ended. Throws Error(kTimeout) when no round took
-  // it within the join timeout, Error(kInvalidArgument) for a request that does not fit.
-  v1::NodeResponse RegisterNode(const v1::NodeRequest& req);
+  // already; answers "finished" once the job ended. A node's first join (member id 0) gets its
+  // member id and node credential; a later one must bring that credential. Throws
+  // Error(kTimeout) when no round took it within the join timeout, Error(kInvalidArgument) for a
+  // request that does not fit, Error(kUnauthenticated) for a member id without its credential.
+  v1::NodeResponse RegisterNode(const v1::NodeRequest& req,
+                                const std::string& node_credential = "");
   // After an attempt that another follows: the next round is open for joining. Does not block.
   void OpenRound();
   // The job ended with `exit_code`: every node waiting for a round gets this verdict.
@@ -124,7 +148,9 @@ class CoordinatorHandler {
   // After Finish: blocks until every node of the last round took the verdict or went away, at
   // most `timeout`.
   void WaitForNodesToLeave(std::chrono::milliseconds timeout);
-  // Do not block. A node that fails or is lost goes to the listener's OnNodeFault.
+  // Do not block. A node that fails or is lost goes to the listener's OnNodeFault. The member id
+  // is the one AuthorizeNode found (CoordinatorServer puts it in `status`); member 0, node 0
+  // itself, never speaks through a stream and is ignored.
   void OnNodeStatus(const v1::NodeStatus& status);
   void OnNodeStreamOpened(int member_id, std::function<bool(const v1::Command&)> send);
   void OnNodeStreamClosed(int member_id);
@@ -141,9 +167,12 @@ class CoordinatorHandler {
                     std::chrono::milliseconds timeout);
   // The node ranks of the attempt lost so far (their stream ended, or they fell silent).
   std::vector<int> LostNodes() const;
-  // Writes an agent's chunk into <run_dir>/rank<R>/<name>. Throws Error(kInvalidArgument) for a
-  // rank outside the world or a name that leaves the rank's folder.
-  void WriteFileChunk(const v1::FileChunk& chunk);
+  // Writes member `member_id`'s chunk into <run_dir>/rank<R>/<name>. Throws
+  // Error(kInvalidArgument) for a member that is no agent node of the attempt, a rank that is not
+  // one of its node's, or a name that leaves the rank's folder. A chunk past the node's PushQuota
+  // is dropped (node 0 says so once per node and attempt); returns false then. Blocks for the
+  // write.
+  bool WriteFileChunk(int member_id, const v1::FileChunk& chunk);
 
  private:
   using Senders = std::map<int, std::function<bool(const v1::Command&)>>;
@@ -175,6 +204,7 @@ class CoordinatorHandler {
   Senders senders_;
   CoordinatorListener* listener_ = nullptr;
   bool rdzv_failure_reported_ = false;
+  bool stopping_ = false;
   std::condition_variable nodes_cv_;
   NodeRoster nodes_;  // the attempt's nodes, by node rank
   NodeRounds rounds_;
@@ -187,6 +217,11 @@ class CoordinatorHandler {
   std::set<int> answered_;                               // member ids told the job finished
   std::map<int, RoundMember> waiting_;                   // nodes waiting for the next round to open
   Senders node_senders_;                                 // by member id
+  std::map<int, std::string> node_credentials_;          // by member id
+  PushQuota pushed_;                                     // of the attempt's nodes
+  std::set<int> told_dropped_;                           // node ranks told their push was cut
+  std::string rank_token_;                               // RankToken(config_.token)
+  RefusalLog refusals_;
   std::mutex files_mu_;
 };
 
@@ -199,13 +234,15 @@ class CoordinatorServer {
   ~CoordinatorServer();
 
   int port() const { return port_; }
-  // Blocks until in-flight calls end, at most `deadline`; streams are cancelled.
+  // Stops the handler's waits, then blocks until in-flight calls end, at most `deadline`;
+  // streams are cancelled.
   void Shutdown(std::chrono::milliseconds deadline = std::chrono::milliseconds(500));
 
  private:
   class Service;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  CoordinatorHandler* handler_;
   int port_ = 0;
 };
 

@@ -25,8 +25,7 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status StoreGet(grpc::ServerContext* ctx, const v1::StoreGetRequest* req,
                         v1::StoreGetResponse* resp) override {
     return Guarded(ctx, "StoreGet", [&] {
-      resp->set_value(
-          handler_->store().Get(req->key(), std::chrono::milliseconds(req->timeout_ms())));
+      resp->set_value(handler_->store().Get(req->key(), Bounded(ctx, req->timeout_ms())));
     });
   }
 
@@ -40,7 +39,7 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
                          v1::StoreWaitResponse*) override {
     return Guarded(ctx, "StoreWait", [&] {
       handler_->store().Wait({req->keys().begin(), req->keys().end()},
-                             std::chrono::milliseconds(req->timeout_ms()));
+                             Bounded(ctx, req->timeout_ms()));
     });
   }
 
@@ -61,22 +60,34 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::NodeRequest* req,
                             v1::NodeResponse* resp) override {
-    return Guarded(ctx, "RegisterNode", [&] { *resp = handler_->RegisterNode(*req); });
+    return Guarded(
+        ctx, "RegisterNode",
+        [&] { *resp = handler_->RegisterNode(*req, Metadata(ctx, core::kNodeMetadataKey)); },
+        CallerRole::kNode);
   }
 
+  // The stream speaks for the node whose credential opened it, whatever its messages say.
   grpc::Status NodeStream(grpc::ServerContext* ctx,
                           grpc::ServerReaderWriter<v1::Command, v1::NodeStatus>* stream) override {
-    if (!Authorized(ctx, "NodeStream")) return Refused();
+    const auto member = AuthorizedNode(ctx, "NodeStream");
+    if (!member) return Refused();
     return ServeStream(
-        stream, [](const v1::NodeStatus& s) { return s.member_id(); },
-        [this](int member, auto send) { handler_->OnNodeStreamOpened(member, std::move(send)); },
-        [this](const v1::NodeStatus& s) { handler_->OnNodeStatus(s); },
-        [this](int member) { handler_->OnNodeStreamClosed(member); });
+        stream, [m = *member](const v1::NodeStatus&) { return m; },
+        [this](int m, auto send) { handler_->OnNodeStreamOpened(m, std::move(send)); },
+        [this, m = *member](const v1::NodeStatus& s) {
+          v1::NodeStatus mine = s;
+          mine.set_member_id(m);
+          handler_->OnNodeStatus(mine);
+        },
+        [this](int m) { handler_->OnNodeStreamClosed(m); });
   }
 
   grpc::Status PushFile(grpc::ServerContext* ctx, const v1::FileChunk* chunk,
                         v1::FileAck*) override {
-    return Guarded(ctx, "PushFile", [&] { handler_->WriteFileChunk(*chunk); });
+    const auto member = AuthorizedNode(ctx, "PushFile");
+    if (!member) return Refused();
+    return Guarded(
+        ctx, "PushFile", [&] { handler_->WriteFileChunk(*member, *chunk); }, CallerRole::kNode);
   }
 
  private:
@@ -101,34 +112,72 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     return grpc::Status::OK;
   }
 
-  bool Authorized(grpc::ServerContext* ctx, const char* method) {
+  // A store wait as long as the caller asked, but never past its call's deadline (nobody would
+  // take the answer) nor a day, so a hostile timeout (-1, INT64_MAX) neither overflows the
+  // clock nor holds a thread.
+  static std::chrono::milliseconds Bounded(grpc::ServerContext* ctx, int64_t timeout_ms) {
+    using std::chrono::milliseconds;
+    milliseconds bound = std::chrono::hours(24);
+    const auto deadline = ctx->deadline();
+    if (deadline != std::chrono::system_clock::time_point::max()) {
+      bound = std::min(bound, std::chrono::duration_cast<milliseconds>(
+                                  deadline - std::chrono::system_clock::now()));
+    }
+    return std::max(milliseconds(0),
+                    std::min(milliseconds(std::max<int64_t>(timeout_ms, 0)), bound));
+  }
+
+  static std::string Metadata(grpc::ServerContext* ctx, const char* key) {
     const auto& md = ctx->client_metadata();
-    auto it = md.find(core::kTokenMetadataKey);
-    std::string token = it == md.end() ? "" : std::string(it->second.data(), it->second.size());
-    return handler_->Authorize(token, ctx->peer(), method);
+    auto it = md.find(key);
+    return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+  }
+
+  bool Authorized(grpc::ServerContext* ctx, const char* method,
+                  CallerRole needed = CallerRole::kRank) {
+    return handler_->Authorize(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method, needed);
+  }
+
+  std::optional<int> AuthorizedNode(grpc::ServerContext* ctx, const char* method) {
+    return handler_->AuthorizeNode(Metadata(ctx, core::kTokenMetadataKey),
+                                   Metadata(ctx, core::kNodeMetadataKey), ctx->peer(), method);
+  }
+
+  // A status message travels in a trailer, which gRPC bounds (8 KiB by default): a longer one
+  // (a store wait on 10000 missing keys names them all) breaks the caller's connection, and with
+  // it every other call sharing it. Cut to 1 KiB.
+  static std::string Said(const std::string& message) {
+    constexpr size_t kMax = 1024;
+    if (message.size() <= kMax) return message;
+    return message.substr(0, kMax) + "... (" + std::to_string(message.size()) + " bytes)";
   }
 
   static grpc::Status Refused() {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong or missing job token");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "wrong or missing job token or node credential");
   }
 
   template <typename F>
-  grpc::Status Guarded(grpc::ServerContext* ctx, const char* method, F&& body) {
-    if (!Authorized(ctx, method)) return Refused();
+  grpc::Status Guarded(grpc::ServerContext* ctx, const char* method, F&& body,
+                       CallerRole needed = CallerRole::kRank) {
+    if (!Authorized(ctx, method, needed)) return Refused();
     try {
       body();
       return grpc::Status::OK;
     } catch (const Error& e) {
       switch (e.kind()) {
+        case ErrorKind::kUnauthenticated:
+          handler_->Refuse(ctx->peer(), method, Said(e.what()));
+          return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, Said(e.what()));
         case ErrorKind::kTimeout:
-          return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, e.what());
+          return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, Said(e.what()));
         case ErrorKind::kInvalidArgument:
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, Said(e.what()));
         default:
-          return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+          return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
       }
     } catch (const std::exception& e) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+      return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
     }
   }
 
@@ -152,7 +201,7 @@ std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const core::TlsFi
 
 CoordinatorServer::CoordinatorServer(CoordinatorHandler* handler, const std::string& address,
                                      const core::TlsFiles& tls)
-    : service_(std::make_unique<Service>(handler)) {
+    : service_(std::make_unique<Service>(handler)), handler_(handler) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, MakeServerCredentials(tls), &port_);
   builder.RegisterService(service_.get());
@@ -169,6 +218,7 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 void CoordinatorServer::Shutdown(std::chrono::milliseconds deadline) {
   if (!server_) return;
+  handler_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + deadline);
   server_->Wait();
   server_.reset();

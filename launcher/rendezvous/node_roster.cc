@@ -37,13 +37,17 @@ std::vector<int> NodeRoster::Absent() const {
 }
 
 std::optional<NodeFault> NodeRoster::OnStatus(const v1::NodeStatus& status, int64_t now) {
+  // Node 0 is the coordinator's own: no stream speaks for it, and no status makes it a fault.
+  if (status.node_rank() <= 0 || status.node_rank() >= nnodes_) return std::nullopt;
   NodeView& n = nodes_[status.node_rank()];
   n.node_rank = status.node_rank();
   const bool was_done = Done(n);
   n.status = status;
   n.last_heartbeat_unix_ms = now;
   if (!status.done() || was_done || status.exit_code() == 0) return std::nullopt;
-  return Decide(n, *FaultOf(n, now));
+  auto fault = FaultOf(n, now);
+  if (!fault) return std::nullopt;
+  return Decide(n, *fault);
 }
 
 void NodeRoster::Heard(int node_rank, int64_t now) {
@@ -51,12 +55,14 @@ void NodeRoster::Heard(int node_rank, int64_t now) {
 }
 
 void NodeRoster::OnStreamOpened(int node_rank) {
+  if (node_rank <= 0 || node_rank >= nnodes_) return;
   NodeView& n = nodes_[node_rank];
   n.node_rank = node_rank;
   n.streaming = true;
 }
 
 std::optional<NodeFault> NodeRoster::OnStreamClosed(int node_rank) {
+  if (node_rank <= 0 || node_rank >= nnodes_) return std::nullopt;
   NodeView& n = nodes_[node_rank];
   n.node_rank = node_rank;
   n.streaming = false;

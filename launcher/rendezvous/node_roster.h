@@ -48,7 +48,8 @@ class NodeRoster {
   std::vector<int> Absent() const;
   bool AllJoined() const { return Absent().empty(); }
 
-  // Each returns the node's fault when this message makes it one, once per node.
+  // Each returns the node's fault when this message makes it one, once per node. Only agent
+  // nodes (1..nnodes-1) have statuses and streams: anything about another rank is ignored.
   std::optional<NodeFault> OnStatus(const v1::NodeStatus& status, int64_t now);
   // A sign of life that says nothing about the attempt.
   void Heard(int node_rank, int64_t now);

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,10 +15,6 @@ namespace {
 
 [[noreturn]] void Refuse(const std::string& why) { throw Error(ErrorKind::kInvalidArgument, why); }
 
-bool Joined(int node_rank, const NodeRoster& roster) {
-  const std::vector<int> absent = roster.Absent();
-  return std::find(absent.begin(), absent.end(), node_rank) == absent.end();
-}
 
 }  // namespace
 
@@ -32,14 +27,10 @@ void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
   }
 }
 
-bool AcceptsNodeNotice(int node_rank, const JobShape& shape, const NodeRoster& roster) {
-  return shape.nnodes > 1 && node_rank > 0 && node_rank < shape.nnodes && Joined(node_rank, roster);
-}
-
-void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, const NodeRoster& roster) {
+void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, int sender) {
   CheckRankInWorld(chunk.rank(), shape, "file");
   const int node = shape.nproc_per_node > 0 ? chunk.rank() / shape.nproc_per_node : -1;
-  if (!AcceptsNodeNotice(node, shape, roster)) {
+  if (shape.nnodes < 2 || sender <= 0 || sender >= shape.nnodes || node != sender) {
     Refuse("file for rank " + std::to_string(chunk.rank()) +
            ": only a registered agent node pushes its own ranks' files");
   }

@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -22,6 +25,9 @@ namespace {
 
 constexpr size_t kMaxGroups = 1 << 16;
 constexpr int kEmptyTries = 100;  // x 10 ms: how long a cgroup may take to empty after a kill
+// How long dlaunch waits for its janitor to go after its own cleanup: the janitor's takes at most
+// kEmptyTries naps.
+constexpr int kJanitorExitMs = 3000;
 
 bool WriteSmall(const std::string& path, const char* text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -58,9 +64,99 @@ bool RemoveChildCgroups(int dir_fd) {
   return !left;
 }
 
+// Closes every descriptor from 3 up but the `n` in `keep`: the janitor inherits whatever dlaunch
+// had open, the coordinator's listening socket among them, and would keep it (the port taken,
+// connections accepted into a backlog nobody reads) long after dlaunch. Raw system calls only.
+void CloseAllBut(const int* keep, int n) {
+  int sorted[8];
+  int count = 0;
+  for (int i = 0; i < n && count < 8; ++i) {
+    if (keep[i] < 3) continue;
+    int j = count++;
+    for (; j > 0 && sorted[j - 1] > keep[i]; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = keep[i];
+  }
+  rlimit lim{};
+  const unsigned max_fd = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+                              ? static_cast<unsigned>(std::min<rlim_t>(lim.rlim_cur, 1 << 20))
+                              : 1u << 16;
+  auto close_range = [&](unsigned from, unsigned to) {  // [from, to]
+    if (from > to) return;
+#ifdef SYS_close_range
+    if (::syscall(SYS_close_range, from, to, 0) == 0) return;
+#endif
+    for (unsigned fd = from; fd <= to && fd < max_fd; ++fd) ::close(static_cast<int>(fd));
+  };
+  unsigned from = 3;
+  for (int i = 0; i < count; ++i) {
+    close_range(from, static_cast<unsigned>(sorted[i]) - 1);
+    from = static_cast<unsigned>(sorted[i]) + 1;
+  }
+  close_range(from, ~0u);
+}
+
+// Whether `pid`, a child, ended within `timeout_ms` (reaped then). A pidfd tells when; without
+// one (Linux < 5.3) it is polled every 10 ms.
+bool Reaped(pid_t pid, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+#ifdef SYS_pidfd_open
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  const int pidfd = -1;
+#endif
+  bool reaped = false;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      reaped = true;
+      break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) break;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 10000)));
+    } else {
+      Nap10ms();
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  return reaped;
+}
+
+// Unlinks the entries "dlaunch-<pid>-*" of the folder `shm_fd` (/dev/shm) whose pid is one of
+// `groups`: the shared-memory segments of ranks that were killed while setting them up. Raw
+// system calls only, no allocation (it runs in the janitor).
+void RemoveSegmentsOfGroups(int shm_fd, const pid_t* groups) {
+  static const char kPrefix[] = "dlaunch-";
+  char buf[4096];
+  ::lseek(shm_fd, 0, SEEK_SET);
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, shm_fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      if (std::strncmp(d->d_name, kPrefix, sizeof(kPrefix) - 1) != 0) continue;
+      const char* p = d->d_name + sizeof(kPrefix) - 1;
+      long pid = 0;
+      for (; *p >= '0' && *p <= '9' && pid < (1L << 31); ++p) pid = pid * 10 + (*p - '0');
+      if (*p != '-' || pid <= 0) continue;
+      for (size_t i = 0; i < kMaxGroups; ++i) {
+        if (groups[i] == pid) {
+          ::unlinkat(shm_fd, d->d_name, 0);
+          break;
+        }
+      }
+    }
+  }
+}
+
 // The janitor: waits for dlaunch to go (end-of-file on the pipe), then kills every rank's cgroup
 // and process group and removes the cgroups. Only async-signal-safe calls, and no allocation.
-[[noreturn]] void JanitorMain(int from_launcher, int kill_fd, int dir_fd, int parent_fd,
+[[noreturn]] void JanitorMain(int from_launcher, int kill_fd, int dir_fd, int parent_fd, int shm_fd,
                               const char* name, pid_t* groups) {
   ::setsid();  // out of dlaunch's process group and terminal: a group kill or Ctrl-C spares it
   struct sigaction ignore {};
@@ -72,6 +168,8 @@ bool RemoveChildCgroups(int dir_fd) {
   if (devnull >= 0) {
     for (int fd = 0; fd < 3; ++fd) ::dup2(devnull, fd);
   }
+  const int keep[] = {from_launcher, kill_fd, dir_fd, parent_fd, shm_fd};
+  CloseAllBut(keep, 5);
   for (;;) {
     int32_t word = 0;
     const ssize_t n = ::read(from_launcher, &word, sizeof(word));
@@ -93,6 +191,7 @@ bool RemoveChildCgroups(int dir_fd) {
   for (size_t i = 0; i < kMaxGroups; ++i) {
     if (groups[i] > 0) ::kill(-groups[i], SIGKILL);
   }
+  if (shm_fd >= 0) RemoveSegmentsOfGroups(shm_fd, groups);
   if (dir_fd >= 0) {
     for (int i = 0; i < kEmptyTries && !RemoveChildCgroups(dir_fd); ++i) Nap10ms();
     ::unlinkat(parent_fd, name, AT_REMOVEDIR);
@@ -157,6 +256,7 @@ RankJanitor::RankJanitor() {
   // Prepared before the fork: the child may not allocate.
   std::vector<pid_t> groups(kMaxGroups, 0);
   base::UniqueFd kill_fd, dir_fd, parent_fd;
+  base::UniqueFd shm_fd(::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (uses_cgroups()) {
     kill_fd.reset(::open((job_cgroup_ + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
     dir_fd.reset(::open(job_cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -165,8 +265,8 @@ RankJanitor::RankJanitor() {
   janitor_ = ::fork();
   if (janitor_ == 0) {
     to_janitor_.reset();  // its own copy of the write end would keep the pipe from ending
-    JanitorMain(read_end.get(), kill_fd.get(), dir_fd.get(), parent_fd.get(), name.c_str(),
-                groups.data());
+    JanitorMain(read_end.get(), kill_fd.get(), dir_fd.get(), parent_fd.get(), shm_fd.get(),
+                name.c_str(), groups.data());
   }
   if (janitor_ < 0) to_janitor_.reset();
 }
@@ -182,7 +282,13 @@ RankJanitor::~RankJanitor() {
   if (uses_cgroups()) ::rmdir(job_cgroup_.c_str());
   to_janitor_.reset();
   if (janitor_ > 0) {
-    while (::waitpid(janitor_, nullptr, 0) < 0 && errno == EINTR) {
+    // A stopped janitor (SIGSTOP, a debugger) must not hold dlaunch here forever: it is woken,
+    // given the time its cleanup takes, then ended (the rank cgroups were killed above already).
+    ::kill(janitor_, SIGCONT);
+    if (!Reaped(janitor_, kJanitorExitMs)) {
+      ::kill(janitor_, SIGKILL);
+      while (::waitpid(janitor_, nullptr, 0) < 0 && errno == EINTR) {
+      }
     }
   }
 }
@@ -212,6 +318,20 @@ void RankJanitor::RankStarted(pid_t pgid) { Tell(pgid); }
 void RankJanitor::RankExited(int rank, pid_t pgid) {
   if (uses_cgroups()) WriteSmall(RankCgroup(rank) + "/cgroup.kill", "1");
   Tell(-pgid);
+  RemoveShmSegmentsOf(pgid);
+}
+
+int RemoveShmSegmentsOf(pid_t pid, const std::string& shm_dir) {
+  const std::string prefix = "dlaunch-" + std::to_string(pid) + "-";
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(shm_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::error_code rm_ec;
+    if (std::filesystem::remove(e.path(), rm_ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace dlaunch::launcher

@@ -74,7 +74,9 @@ std::vector<Args> BadCommandLines() {
                                              {"--model", "foo"},
                                              {"--data", "foo"},
                                              {"--bogus"},
-                                             {"--lr", "1e400"}}) {
+                                             {"--lr", "1e400"},
+                                             {"--fail-at-step", "-3"},
+                                             {"--heartbeat-interval", "1e-9"}}) {
     Args a = {"--skip-doctor", "train"};
     a.insert(a.end(), train.begin(), train.end());
     cases.push_back(a);
@@ -92,6 +94,9 @@ std::vector<Args> BadCommandLines() {
   cases.push_back({"diagnose", "/nonexistent/run"});
   cases.push_back({"diagnose", "/etc/hostname"});
   cases.push_back({"diagnose"});
+  cases.push_back({"diagnose", "--world-size", "-1", "."});
+  cases.push_back({"--heartbeat-interval", "1e-9", "true"});
+  cases.push_back({"--heartbeat-interval", "0.001", "true"});
   return cases;
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -161,6 +163,26 @@ TEST_F(ChaosKillTest, ASigstoppedRankDoesNotHoldTheTeardown) {
             {"stop_to_exit_ms", stop_to_exit}});
     EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << " after " << stop_to_exit << " ms\n"
                     << job->err_text();
+  }
+}
+
+// #30: a rank killed between writing error.json and renaming it into place lost its error, and
+// killed mid-write it left a half-written temporary file. Now the whole one becomes error.json
+// and no temporary file is left.
+TEST_F(ChaosKillTest, ARankKilledMidWriteLosesNoErrorAndLeavesNoTemporaryFile) {
+  auto job = Launch(1,
+                    "printf '{\"schema\":\"dlaunch.error/1\",\"rank\":0,\"kind\":\"error\","
+                    "\"message\":\"the disk of rank 0 failed\",\"unix_ms\":1}' > "
+                    "$DLAUNCH_RANK_DIR/error.json.tmp.77.1.1; printf '{\"sch' > "
+                    "$DLAUNCH_RANK_DIR/flight.json.tmp.Ab12Cd; kill -9 $$",
+                    "midwrite");
+  EXPECT_EQ(job->Wait(seconds(30)), 1) << job->err_text();
+  const auto rank = dir_.path() / "midwrite" / "rank0";
+  std::ifstream in(rank / "error.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("the disk of rank 0 failed"), std::string::npos) << text;
+  for (const auto& e : std::filesystem::directory_iterator(rank)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   }
 }
 

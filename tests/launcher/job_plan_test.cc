@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "launcher/rendezvous/credentials.h"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -62,7 +64,9 @@ TEST(JobPlanTest, TorchrunAndDlaunchVariables) {
   EXPECT_EQ(v["TORCHELASTIC_RESTART_COUNT"], "2");
   EXPECT_EQ(v["TORCHELASTIC_RUN_ID"], "run");
   EXPECT_EQ(v["DLAUNCH_COORDINATOR"], "10.0.0.1:29400");
-  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"], "0123456789abcdef");
+  // Ranks get the rank token, never the job token itself (#30).
+  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"], RankToken("0123456789abcdef"));
+  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"].size(), 32u);
   EXPECT_EQ(v["DLAUNCH_RANK_DIR"], "/logs/run/rank3");
   EXPECT_EQ(v["NCCL_DEBUG_FILE"], "/logs/run/rank3/nccl.log");
   EXPECT_EQ(v.count("OMP_NUM_THREADS"), 0u);  // the rank's placement sets it (placement_test)

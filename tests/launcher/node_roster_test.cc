@@ -47,6 +47,20 @@ TEST_F(NodeRosterTest, AFailedNodeIsReportedOnceWithItsMessage) {
   EXPECT_FALSE(roster_.AllDone());
 }
 
+// #30: `NodeStream{member_id: 0, done: true}` aborted node 0 (free(): invalid size): node 0's
+// status has no fault to decide, and the roster dereferenced the empty one.
+TEST_F(NodeRosterTest, NoStatusOrStreamEndSpeaksForNodeZeroOrANodeOutsideTheJob) {
+  for (int node : {0, -1, 3, 1 << 30}) {
+    EXPECT_FALSE(roster_.OnStatus(Status(node, true, 1, "forged"), 2000)) << node;
+    roster_.OnStreamOpened(node);
+    EXPECT_FALSE(roster_.OnStreamClosed(node)) << node;
+  }
+  EXPECT_FALSE(roster_.FirstFault(2100));
+  EXPECT_TRUE(roster_.CheckHeartbeats(2100).empty());
+  EXPECT_EQ(roster_.Nodes().size(), 3u);
+  EXPECT_FALSE(roster_.Nodes()[0].status);
+}
+
 TEST_F(NodeRosterTest, FailureWithoutMessageNamesTheExitCode) {
   EXPECT_EQ(roster_.OnStatus(Status(2, true, 3), 2000)->message, "node 2 (h2) failed: exit code 3");
 }

@@ -57,6 +57,7 @@ TEST(OptionsTest, BadInputIsAUsageError) {
                                              {"--nccl-debug", "LOUD", "p"},
                                              {"--on-hang", "shrug", "p"},
                                              {"--grace-period", "-1", "p"},
+                                             {"--heartbeat-interval", "1e-9", "p"},  // #30
                                              {"--nnodes", "2", "--node-rank", "2", "p"},
                                              {"--npro", "2", "p"},  // no guessing of abbreviations
                                              {}}) {

@@ -97,6 +97,50 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (mode == "forge-node") {  // #30: speak for node 0 and node 1 with what a rank holds
+      auto client = std::make_shared<dlaunch::core::CoordinatorClient>(
+          std::getenv("DLAUNCH_COORDINATOR"), std::getenv("DLAUNCH_JOB_TOKEN"));
+      int accepted = 0, tried = 0;
+      auto stream = [&](int member, bool done, bool write) {
+        auto ctx = client->NewContext(std::chrono::seconds(5));
+        auto s = client->stub().NodeStream(ctx.get());
+        dlaunch::v1::NodeStatus status;
+        status.set_member_id(member);
+        status.set_node_rank(member);
+        status.set_done(done);
+        status.set_exit_code(1);
+        status.set_message("forged by rank " + std::to_string(rank));
+        if (write) s->Write(status);
+        s->WritesDone();
+        ++tried;
+        accepted += s->Finish().ok() ? 1 : 0;
+      };
+      stream(0, true, true);    // the campaign's crash of node 0
+      stream(1, true, true);    // node 1 failed
+      stream(1, false, false);  // node 1's stream ended
+      {                         // node 1's place, and its credential
+        dlaunch::v1::NodeRequest join;
+        join.set_member_id(1);
+        join.set_node_rank(1);
+        join.set_nproc(EnvInt("LOCAL_WORLD_SIZE"));
+        dlaunch::v1::NodeResponse resp;
+        auto ctx = client->NewContext(std::chrono::seconds(5));
+        ++tried;
+        accepted += client->stub().RegisterNode(ctx.get(), join, &resp).ok() ? 1 : 0;
+      }
+      for (int i = 0; i < 304; ++i) {
+        dlaunch::v1::FileChunk chunk;
+        chunk.set_rank(i < 4 ? i : 2 + i % 2);
+        chunk.set_name(i < 4 ? "error.json" : "planted" + std::to_string(i));
+        chunk.set_data(R"({"message":"planted by rank )" + std::to_string(rank) + "\"}");
+        dlaunch::v1::FileAck ack;
+        auto ctx = client->NewContext(std::chrono::seconds(5));
+        ++tried;
+        accepted += client->stub().PushFile(ctx.get(), chunk, &ack).ok() ? 1 : 0;
+      }
+      std::cout << "forged " << tried << " node calls, " << accepted << " accepted" << std::endl;
+      return 0;
+    }
     if (mode == "wrong-token") {
       auto store =
           dlaunch::core::MakeCoordinatorStore(std::make_shared<dlaunch::core::CoordinatorClient>(

@@ -62,6 +62,33 @@ class MultiNodeTest : public ::testing::Test {
   std::string port_, endpoint_;
 };
 
+// #30: a rank holds the coordinator's address and its token; with them it tried to crash node 0
+// (`NodeStream{member_id: 0, done: true}`), to end the job as node 1 or take its place, and to
+// plant error.json and 300 files. Every call is refused, and the job ends as its ranks did.
+TEST_F(MultiNodeTest, ARankCannotSpeakForANodeOrPushFiles) {
+  Launched n0(Node(0, {TEST_RANK_BIN, "forge-node"}), {kToken});
+  Launched n1(Node(1, {TEST_RANK_BIN, "forge-node"}), {kToken});
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
+  for (int r = 0; r < 4; ++r) {
+    const fs::path dir = RunDir(0) / ("rank" + std::to_string(r));
+    std::ifstream in(dir / "stdout.log");
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "forged 308 node calls, 0 accepted") << r;
+    EXPECT_FALSE(fs::exists(dir / "error.json")) << r;
+    EXPECT_FALSE(fs::exists(dir / "planted4")) << r;
+  }
+  EXPECT_EQ(Summary()["exit_code"], 0);
+  // 1232 refusals, a few console lines each 10 s: not one line each.
+  const std::string err = n0.err_text();
+  size_t lines = 0;
+  for (size_t at = err.find("refused "); at != std::string::npos; at = err.find("refused ", at + 1))
+    ++lines;
+  EXPECT_GT(lines, 0u) << err;
+  EXPECT_LT(lines, 40u) << err;
+}
+
 TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {
   Launched n0(Node(0, {TEST_RANK_BIN, "env"}), {kToken});
   Launched n1(Node(1, {TEST_RANK_BIN, "env"}), {kToken});
@@ -76,6 +103,9 @@ TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {
     EXPECT_EQ(env["GROUP_RANK"], std::to_string(r / 2));
     EXPECT_EQ(env["WORLD_SIZE"], "4");
     EXPECT_EQ(env["DLAUNCH_COORDINATOR"], endpoint_);
+    // The ranks' token admits only rank calls: never the job token itself (#30).
+    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].size(), 32u);
+    EXPECT_EQ(std::string(kToken).find(env["DLAUNCH_JOB_TOKEN"]), std::string::npos);
     master.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
   }
   EXPECT_EQ(master.size(), 1u);

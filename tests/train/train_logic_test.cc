@@ -62,6 +62,8 @@ TEST(TrainOptionsTest, BadOptionsThrowUsageError) {
       {"--backend", "mpi"},
       {"--backend", "nccl"},  // needs --device cuda
       {"--heartbeat-interval", "-2"},
+      {"--heartbeat-interval", "1e-9"},  // #30: accepted, then a flood of events
+      {"--fail-at-step", "-3"},          // #30: accepted, and never failed
       {"--bucket-mb", "0"},
       {"--linear-kernel", "mkl"},
   };

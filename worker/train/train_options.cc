@@ -170,8 +170,10 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
   Require(o.image_size >= 8 && o.image_size <= 1024, "--image-size must be in [8, 1024]");
   Require(o.memory_every >= 0, "--memory-every must be >= 0");
   Require(std::isfinite(o.bucket_mb) && o.bucket_mb > 0, "--bucket-mb must be > 0");
-  Require(std::isfinite(o.heartbeat_interval_s) && o.heartbeat_interval_s >= 0,
-          "--heartbeat-interval must be >= 0");
+  Require(std::isfinite(o.heartbeat_interval_s) &&
+              (o.heartbeat_interval_s == 0 || o.heartbeat_interval_s >= 0.001),
+          "--heartbeat-interval must be 0 (only the closing event) or at least 0.001 seconds");
+  Require(o.fail_at_step >= -1, "--fail-at-step must be a step >= 0, or -1 for never");
   Require(o.backend == "auto" || o.backend == "gloo" || o.backend == "nccl",
           "--backend must be auto, gloo or nccl");
   Require(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda");
