@@ -220,6 +220,9 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   std::map<int, std::future<StackCapture>> captures;
   for (const RankLiveState& r : ranks) {
     if (r.exited || r.pid <= 0 || (r.linked && answered[r.rank])) continue;
+    // A stopped Python rank's native stack only shows the stop, and gdb takes seconds to load
+    // torch's symbols: its process state says it all.
+    if (r.python_agent && hopeless[r.rank] && ProcessState(r.pid).rfind("T", 0) == 0) continue;
     captures[r.rank] = std::async(std::launch::async, [this, pid = r.pid] {
       return CaptureStacks(pid, options_.stack_timeout, options_.gdb_path);
     });
