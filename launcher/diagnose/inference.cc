@@ -249,6 +249,14 @@ class Inference {
       const FlightEntry* expected = before[diverged - period];
       std::vector<int> followed, broke;
       for (int r : ranks) (same(calls[r][diverged], expected) ? followed : broke).push_back(r);
+      if (followed.empty()) {
+        // Every side calls from a new line there: what it calls still follows the pattern or not.
+        broke.clear();
+        for (int r : ranks) {
+          const FlightEntry* e = calls[r][diverged];
+          (e && SignatureOf(*e) == SignatureOf(*expected) ? followed : broke).push_back(r);
+        }
+      }
       if (followed.empty() || broke.empty()) return -1;
       // The followers must be exactly one side of the tie at the mismatch itself.
       for (size_t side = 0; side < largest.size(); ++side) {
