@@ -227,6 +227,9 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
     if (r.remote) {
       remote_silent.push_back(r.rank);
     } else if (r.pid > 0) {
+      // A stopped Python rank's native stack only shows the stop, and gdb takes seconds to load
+      // torch's symbols: its process state says it all.
+      if (r.python_agent && hopeless[r.rank] && ProcessState(r.pid).rfind("T", 0) == 0) continue;
       targets.push_back({r.rank, r.pid, run.rank(r.rank).stacks()});
     }
   }

@@ -31,6 +31,13 @@ Signature SignatureOf(const FlightEntry& e) {
   return Signature{e.op, e.dtype, count, e.op == "broadcast" ? e.root : -1};
 }
 
+// One collective as ranks line it up: (process group, its pg_seq), or ("", seq or collective_seq).
+struct CallKey {
+  std::string pg;
+  int64_t index = -1;
+  bool operator<(const CallKey& o) const { return std::tie(pg, index) < std::tie(o.pg, o.index); }
+};
+
 bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -51,6 +58,8 @@ class Inference {
       Mismatched();
     } else if (v_.lost_node >= 0) {
       NodeLost();
+    } else if (root_ >= 0 && FalloutOfCleanExits()) {
+      HungAtCollective();
     } else if (root_ >= 0) {
       Failed();
     } else if (HangEvidence() && any_progress_) {
@@ -66,18 +75,22 @@ class Inference {
 
  private:
   // The lowest collective at which ranks' flight recorders disagree. Collectives line up across
-  // ranks by seq, unless send/recv calls (which count in seq) differ between ranks; then by
-  // collective_seq, when the recorder wrote it.
+  // ranks per process group by the group's own count (pg_seq), as torch's fr_trace matches them:
+  // two groups' calls interleave differently on different ranks. Without pg_seq, by seq, unless
+  // send/recv calls (which count in seq) differ between ranks; then by collective_seq, when the
+  // recorder wrote it.
   void FindMismatch() {
     bool saw_p2p = false;
     bool have_collective_seq = true;
+    bool have_pg_seq = true;
     for (const RankFacts& r : f_) {
       if (!r.flight) continue;
       for (const FlightEntry& e : r.flight->entries) {
         if (rundir::IsPointToPoint(e.op)) {
           saw_p2p = true;
-        } else if (e.collective_seq < 0) {
-          have_collective_seq = false;
+        } else {
+          have_collective_seq = have_collective_seq && e.collective_seq >= 0;
+          have_pg_seq = have_pg_seq && e.pg_seq >= 0 && !e.pg.empty();
         }
       }
     }
@@ -86,55 +99,179 @@ class Inference {
       v_.p2p_not_compared = true;
       return;
     }
-    std::map<int64_t, std::map<int, const FlightEntry*>> by_key;  // key -> rank -> entry
+    // Send/recv count in pg_seq too: only without them does pg_seq line collectives up.
+    const bool by_pg = !saw_p2p && have_pg_seq;
+    std::map<CallKey, std::map<int, const FlightEntry*>> by_key;  // key -> rank -> entry
     for (const RankFacts& r : f_) {
       if (!r.flight) continue;
       for (const FlightEntry& e : r.flight->entries) {
-        if (!rundir::IsPointToPoint(e.op))
-          by_key[by_collective_seq ? e.collective_seq : e.seq][r.rank] = &e;
+        if (rundir::IsPointToPoint(e.op)) continue;
+        const CallKey key = by_pg               ? CallKey{e.pg, e.pg_seq}
+                            : by_collective_seq ? CallKey{"", e.collective_seq}
+                                                : CallKey{"", e.seq};
+        by_key[key][r.rank] = &e;
       }
     }
+    // The lowest collective first: keys in the order of their earliest seq on any rank.
+    std::vector<std::pair<int64_t, const CallKey*>> order;
     for (const auto& [key, entries] : by_key) {
+      int64_t lowest = INT64_MAX;
+      for (const auto& [rank, e] : entries) lowest = std::min(lowest, e->seq);
+      order.push_back({lowest, &key});
+    }
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [lowest, key] : order) {
+      const std::map<int, const FlightEntry*>& entries = by_key.at(*key);
       std::map<Signature, std::vector<int>> groups;
       for (const auto& [rank, e] : entries) groups[SignatureOf(*e)].push_back(rank);
       if (groups.size() < 2) continue;
-      // The majority is right; on a tie, the group holding a rank Gloo aborted because a peer
-      // sent it too much (the sender is at fault), else the group holding the lowest rank.
-      auto victims = [&](const std::vector<int>& ranks) {
-        return std::count_if(ranks.begin(), ranks.end(),
-                             [&](int r) { return f_[r].aborted_by_peer_size(); });
-      };
-      auto best = groups.begin();
-      for (auto it = groups.begin(); it != groups.end(); ++it) {
-        if (std::make_tuple(it->second.size(), victims(it->second), -it->second.front()) >
-            std::make_tuple(best->second.size(), victims(best->second), -best->second.front())) {
-          best = it;
-        }
-      }
       Mismatch& m = v_.mismatch;
+      auto best = PickRightSide(groups, *key, by_key, &m);
       m.kind = MismatchKind::kSizeOrSyntax;
       for (auto it = groups.begin(); it != groups.end(); ++it) {
         const FlightEntry* first = entries.at(it->second.front());
+        const bool wrong = best != groups.end() && it != best;
         m.groups.push_back(
-            {it->first, it->second, it != best, first->seq, first->bytes, first->call_site});
-        if (it == best) continue;
-        m.culprits.insert(m.culprits.end(), it->second.begin(), it->second.end());
-        if (it->first.op != best->first.op) {
+            {it->first, it->second, wrong, first->seq, first->bytes, first->call_site});
+        if (wrong) m.culprits.insert(m.culprits.end(), it->second.begin(), it->second.end());
+      }
+      // The kind, from the right side's view or (a tie) from any two sides.
+      const Signature& ref = best != groups.end() ? best->first : groups.begin()->first;
+      for (const auto& [signature, ranks] : groups) {
+        if (signature.op != ref.op) {
           m.kind = MismatchKind::kCollectiveType;
-        } else if (it->first.dtype != best->first.dtype &&
-                   m.kind != MismatchKind::kCollectiveType) {
+        } else if (signature.dtype != ref.dtype && m.kind != MismatchKind::kCollectiveType) {
           m.kind = MismatchKind::kDtype;
         }
       }
       std::sort(m.culprits.begin(), m.culprits.end());
-      const FlightEntry* good = entries.at(best->second.front());
+      const std::vector<int>& right = best != groups.end() ? best->second : groups.begin()->second;
+      const FlightEntry* good = entries.at(right.front());
       m.seq = good->seq;
       m.by_collective_seq = by_collective_seq;
-      m.collective_seq = key;
-      m.majority_first_rank = best->second.front();
+      m.collective_seq = by_collective_seq ? key->index : good->collective_seq;
+      if (by_pg) {
+        m.pg = key->pg;
+        m.pg_seq = key->index;
+      }
+      m.majority_first_rank = right.front();
       SetCollective(*good);
       return;
     }
+  }
+
+  // The side of a mismatch taken as right: the majority. An even split is a tie, broken only by
+  // evidence: a rank of one side that Gloo aborted because a peer sent it too much (the sender is
+  // at fault), else the calls before it (TiePattern). Returns groups.end() for a tie nothing
+  // breaks.
+  using SignatureGroups = std::map<Signature, std::vector<int>>;
+  SignatureGroups::const_iterator PickRightSide(
+      const SignatureGroups& groups, const CallKey& key,
+      const std::map<CallKey, std::map<int, const FlightEntry*>>& by_key, Mismatch* m) const {
+    auto victims = [&](const std::vector<int>& ranks) {
+      return std::count_if(ranks.begin(), ranks.end(),
+                           [&](int r) { return f_[r].aborted_by_peer_size(); });
+    };
+    auto best = groups.begin();
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it->second.size() > best->second.size()) best = it;
+    }
+    std::vector<SignatureGroups::const_iterator> largest;
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      if (it->second.size() == best->second.size()) largest.push_back(it);
+    }
+    if (largest.size() == 1) return best;
+    // Gloo's abort: only the side holding victims, when exactly one does.
+    std::vector<SignatureGroups::const_iterator> aborted;
+    for (auto it : largest) {
+      if (victims(it->second) > 0) aborted.push_back(it);
+    }
+    if (aborted.size() == 1) {
+      m->tie = TieBreak::kPeerSizeAbort;
+      return aborted.front();
+    }
+    if (const int side = TiePattern(largest, key, by_key, m); side >= 0) {
+      m->tie = TieBreak::kPattern;
+      return largest[side];
+    }
+    m->tie = TieBreak::kUndecided;
+    return groups.end();
+  }
+
+  // The calls that led up to a tied mismatch: where the tied ranks first differ (the signature or
+  // the call site; an extra call at a line of its own shows there, before the seqs disagree), and
+  // whether what came before repeats with some period. The side whose call there continues the
+  // repetition is right; the side that breaks it skipped, added or changed a call. Returns the
+  // right side (its index in `largest`), or -1 when the history is too short, does not repeat, or
+  // does not single out one side.
+  int TiePattern(const std::vector<SignatureGroups::const_iterator>& largest, const CallKey& key,
+                 const std::map<CallKey, std::map<int, const FlightEntry*>>& by_key,
+                 Mismatch* m) const {
+    std::vector<int> ranks;
+    for (auto it : largest) ranks.insert(ranks.end(), it->second.begin(), it->second.end());
+    // Every tied rank's calls of this key's group, up to and including the key.
+    std::map<int, std::vector<const FlightEntry*>> calls;
+    for (const auto& [k, entries] : by_key) {
+      if (k.pg != key.pg || k.index > key.index) continue;
+      for (int r : ranks) {
+        auto e = entries.find(r);
+        calls[r].push_back(e == entries.end() ? nullptr : e->second);
+      }
+    }
+    const size_t n = calls.begin()->second.size();
+    auto same = [](const FlightEntry* a, const FlightEntry* b) {
+      return a && b && SignatureOf(*a) == SignatureOf(*b) && a->call_site == b->call_site;
+    };
+    // A ring (or the agent's flight tail) keeps each rank's newest calls only: the comparison
+    // starts where every tied rank still holds its calls.
+    size_t first = 0;
+    while (first + 1 < n && std::any_of(ranks.begin(), ranks.end(),
+                                        [&](int r) { return calls[r][first] == nullptr; })) {
+      ++first;
+    }
+    size_t diverged = n - 1;
+    for (size_t i = first; i < n; ++i) {
+      bool all_same = true;
+      for (int r : ranks) all_same = all_same && same(calls[r][i], calls[ranks.front()][i]);
+      if (!all_same) {
+        diverged = i;
+        break;
+      }
+    }
+    const std::vector<const FlightEntry*>& before = calls[ranks.front()];
+    for (size_t period = 1; first + 2 * period <= diverged; ++period) {
+      bool repeats = true;
+      for (size_t j = diverged - period; j < diverged && repeats; ++j) {
+        repeats = same(before[j], before[j - period]);
+      }
+      if (!repeats) continue;
+      const FlightEntry* expected = before[diverged - period];
+      std::vector<int> followed, broke;
+      for (int r : ranks) (same(calls[r][diverged], expected) ? followed : broke).push_back(r);
+      if (followed.empty()) {
+        // Every side calls from a new line there: what it calls still follows the pattern or not.
+        broke.clear();
+        for (int r : ranks) {
+          const FlightEntry* e = calls[r][diverged];
+          (e && SignatureOf(*e) == SignatureOf(*expected) ? followed : broke).push_back(r);
+        }
+      }
+      if (followed.empty() || broke.empty()) return -1;
+      // The followers must be exactly one side of the tie at the mismatch itself.
+      for (size_t side = 0; side < largest.size(); ++side) {
+        if (largest[side]->second != followed) continue;
+        m->pattern.diverged_seq = calls[followed.front()][diverged]->seq;
+        m->pattern.period = static_cast<int>(period);
+        m->pattern.expected = SignatureOf(*expected);
+        m->pattern.expected_site = expected->call_site;
+        m->pattern.followed = followed;
+        m->pattern.broke = broke;
+        return static_cast<int>(side);
+      }
+      return -1;
+    }
+    return -1;
   }
 
   // The lowest seq not completed everywhere, and who entered it. A rank that stopped answering is
@@ -226,7 +363,7 @@ class Inference {
     bool timeouts = false;
     bool any_running = false;
     for (const RankFacts& r : f_) {
-      timeouts = timeouts || r.reported_timeout || (r.exited && r.exit_code == kExitHang);
+      timeouts = timeouts || r.reported_timeout || (r.exited && r.watchdog_exit);
       any_running = any_running || !r.exited;
     }
     const bool clean_end = in_.launcher_exit_code.has_value() && !any_running;
@@ -299,6 +436,20 @@ class Inference {
         if (e != root_ && !f_[e].exited) v_.left_waiting.push_back(e);
       }
     }
+  }
+
+  // The only failure reads as losing a peer, and the ranks missing from the collective the others
+  // entered exited 0: they left early (an exit, a return) and the others failed waiting for them.
+  // That is the missing ranks' doing, however cleanly they went.
+  bool FalloutOfCleanExits() const {
+    if (WeightOf(f_[root_].failure) != FailureWeight::kFallout || v_.missing.empty()) return false;
+    for (const RankFacts& r : f_) {
+      if (r.failed() && WeightOf(r.failure) != FailureWeight::kFallout) return false;
+    }
+    return std::all_of(v_.missing.begin(), v_.missing.end(), [&](int m) {
+      const RankFacts& r = f_[m];
+      return r.exited && r.exit_code == 0 && r.signal == 0 && !r.torn_down;
+    });
   }
 
   // Ranks the collective watchdogs named as missing from the frontier collective: they compared
@@ -379,10 +530,59 @@ class Inference {
     return culprits;
   }
 
+  // The oldest unfinished collective of every rank still there, when some wait in one process
+  // group's collective that a peer waiting in another group's has not called (and the reverse):
+  // each waits for the other, so none can go on; they call the groups in different orders.
+  std::vector<GroupWait> CrossGroupDeadlock() const {
+    std::map<int, const FlightEntry*> waits;
+    for (const RankFacts& r : f_) {
+      if (!r.flight || r.exited || r.unresponsive()) continue;
+      for (const FlightEntry& e : r.flight->entries) {
+        if (rundir::IsPointToPoint(e.op) || e.pg.empty() || e.pg_seq < 0) continue;
+        if (e.state != rundir::OpState::kCompleted) {
+          waits[r.rank] = &e;
+          break;
+        }
+      }
+    }
+    auto called = [&](int rank, const FlightEntry& w) {
+      for (const FlightEntry& e : f_[rank].flight->entries) {
+        if (e.pg == w.pg && e.pg_seq >= w.pg_seq) return true;
+      }
+      return false;
+    };
+    std::set<int> locked;
+    for (const auto& [a, wa] : waits) {
+      for (const auto& [b, wb] : waits) {
+        if (a < b && wa->pg != wb->pg && !called(b, *wa) && !called(a, *wb)) {
+          locked.insert({a, b});
+        }
+      }
+    }
+    std::vector<GroupWait> out;
+    for (int r : locked) {
+      const FlightEntry& w = *waits.at(r);
+      out.push_back({r, w.pg, w.pg_seq, w.seq, w.op, w.call_site});
+    }
+    return out;
+  }
+
   void HungAtCollective() {
     v_.kind = DiagnosisKind::kHang;
     v_.seq = v_.frontier;
     FillCollective(v_.frontier);
+    v_.deadlock = CrossGroupDeadlock();
+    if (!v_.deadlock.empty()) {
+      v_.hang_kind = HangKind::kInCollective;
+      for (const GroupWait& w : v_.deadlock) {
+        v_.culprits.push_back(w.rank);
+        v_.culprit_reasons[w.rank] = CulpritReason::kUnstated;
+      }
+      for (int e : v_.entered) {
+        (f_[e].last_completed >= v_.frontier ? v_.done : v_.waiting).push_back(e);
+      }
+      return;
+    }
     CulpritReason reason = CulpritReason::kNeverEntered;
     v_.culprits = HangCulprits(&reason, &v_.tie);
     const std::vector<int> reported = ReportedMissing();
@@ -497,6 +697,8 @@ class Inference {
         p.state = RankState::kExited;
       } else if (r.stopped) {
         p.state = RankState::kStopped;
+      } else if (r.vanished) {
+        p.state = RankState::kUnknown;  // not running, its end unrecorded
       } else {
         p.state =
             r.has_progress || r.dir_present || r.live ? RankState::kRunning : RankState::kUnknown;

@@ -45,6 +45,23 @@ struct MismatchGroup {
   std::string call_site;  // of its first rank's entry (Python ranks)
 };
 
+// Why one side of an even split is taken as the wrong one.
+enum class TieBreak {
+  kNone,           // not a tie: the majority is right
+  kUndecided,      // a tie the evidence cannot break: no culprit is named
+  kPeerSizeAbort,  // Gloo aborted a rank of the right side: a peer sent it too many bytes
+  kPattern,        // the right side repeats the calls that came before; the wrong one breaks them
+};
+
+// The calls before a tied mismatch that decided it (TieBreak::kPattern).
+struct CallPattern {
+  int64_t diverged_seq = -1;  // the first call (seq of the right side) where the ranks differ
+  int period = 0;             // the calls before repeat every `period` calls
+  Signature expected;         // what the pattern calls for at the divergence
+  std::string expected_site;
+  std::vector<int> followed, broke;  // the ranks that follow the pattern there, and the others
+};
+
 struct Mismatch {
   MismatchKind kind = MismatchKind::kNone;
   int64_t seq = -1;                // seq of the majority's first rank
@@ -53,6 +70,20 @@ struct Mismatch {
   int majority_first_rank = -1;
   std::vector<MismatchGroup> groups;  // by signature
   std::vector<int> culprits;
+  TieBreak tie = TieBreak::kNone;
+  CallPattern pattern;
+  std::string pg;  // the process group compared ("0": the default one); "" unknown
+  int64_t pg_seq = -1;
+};
+
+// Ranks waiting in collectives of different process groups, each for peers that wait in another:
+// a deadlock of call order, not a stall of one rank.
+struct GroupWait {
+  int rank = -1;
+  std::string pg;
+  int64_t pg_seq = -1;
+  int64_t seq = -1;
+  std::string op, call_site;
 };
 
 // Why a rank is a hang culprit, strongest first.
@@ -116,6 +147,9 @@ struct Verdict {
   // The quiet-longest or silent-longest culprits are a tie: their silences differ by less than
   // kTieMs (or a tenth of the silence), too little to tell them apart under load.
   bool tie = false;
+
+  // Hang: ranks wait in different process groups' collectives (HangKind::kInCollective).
+  std::vector<GroupWait> deadlock;
 
   std::vector<RankPlace> places;  // index == rank
 };

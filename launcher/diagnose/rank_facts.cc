@@ -1,11 +1,16 @@
 #include "launcher/diagnose/rank_facts.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <map>
 #include <regex>
 #include <tuple>
 
+#include "core/base/format.h"
 #include "core/exit_codes.h"
 
 namespace dlaunch::launcher {
@@ -77,6 +82,13 @@ void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v)
   v.exited = live.exited;
 }
 
+// Its own collective watchdog wrote that it timed out (error.json or a "timeout" event).
+bool ReportedTimeout(const RankRecord& rec) {
+  if (rec.error && rundir::ParseEventKind(rec.error->kind) == EventKind::kTimeout) return true;
+  return std::any_of(rec.events.events.begin(), rec.events.events.end(),
+                     [](const Event& e) { return e.type() == EventKind::kTimeout; });
+}
+
 void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts& v) {
   if (!rec.summary) return;
   const rundir::SummaryRank& s = *rec.summary;
@@ -89,7 +101,9 @@ void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts&
     v.signal = signal;
   }
   v.torn_down = s.status == RankStatus::kKilled;
-  v.watchdog_exit = exit_code == kExitHang;
+  // Exit code 3 means "my collective watchdog fired" only from a rank that said so: any other
+  // program (a Python script's sys.exit(3), torch's own test programs) means what it means.
+  v.watchdog_exit = exit_code == kExitHang && s.signal == 0 && ReportedTimeout(rec);
   const int64_t end = s.end_unix_ms.value_or(0);
   if (options.now_unix_ms == 0 && end > 0) v.ref_ms = std::max(v.ref_ms, end);
   const bool bad_exit = v.exited && (exit_code != 0 || signal != 0);
@@ -164,6 +178,27 @@ void MergeErrors(const RankRecord& rec, RankFacts& v) {
   }
 }
 
+// A SIGKILLed rank's last known resident memory against the host's: the OOM killer picks the
+// largest process, so a rank holding at least half of the host's memory is a sign of it.
+std::string MemoryPressure(const RankFacts& v) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (v.memory.rss_bytes <= 0 || pages <= 0 || page <= 0) return "";
+  const int64_t host = static_cast<int64_t>(pages) * page;
+  if (v.memory.rss_bytes * 2 < host) return "";
+  return "its RSS was " + base::FormatBytes(v.memory.rss_bytes) + " of the host's " +
+         base::FormatBytes(host);
+}
+
+// summary.json's "running" rank whose pid no longer exists on this host.
+bool Vanished(const RankRecord& rec) {
+  if (!rec.summary || rec.summary->status != RankStatus::kRunning || rec.summary->pid <= 0) {
+    return false;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || rec.summary->host != host) return false;
+  return ::kill(rec.summary->pid, 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
 bool IsFallout(const std::string& message) {
@@ -236,6 +271,9 @@ RankFacts GatherFacts(const RankRecord& rec, const FactsOptions& options) {
   if (options.now_unix_ms > 0) v.ref_ms = options.now_unix_ms;
   MergeSummary(rec, options, v);
   MergeErrors(rec, v);
+  if (v.failure.bad_exit && v.failure.signal == SIGKILL)
+    v.failure.memory_pressure = MemoryPressure(v);
+  v.vanished = options.now_unix_ms == 0 && !v.live && Vanished(rec);
   v.stack = ParseGdbStacks(rec.stacks);
   // A Python rank that answered the dump gave its own stacks instead of gdb's.
   if (v.stack.activity == StackActivity::kNone) v.stack = ParsePythonStacks(rec.py_stacks);

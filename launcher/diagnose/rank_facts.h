@@ -35,6 +35,9 @@ struct RankFailure {
   int signal = 0;
   std::string launcher_error;  // summary.json's error of this rank
   bool consequence = false;    // the message reads as fallout of another rank's (peer gone)
+  // SIGKILL with a sign of memory pressure ("its RSS was 7.1 GiB of the host's 8 GiB"); "" when
+  // nothing points at the OOM killer (a rank may kill itself, or be killed by hand).
+  std::string memory_pressure;
 };
 
 // A collective watchdog's claim: at `seq` (nullopt: unsaid) these ranks never joined.
@@ -70,7 +73,10 @@ struct RankFacts {
   bool exited = false;
   int exit_code = -1;
   int signal = 0;
-  bool torn_down = false;      // "killed" in summary.json: the launcher's teardown
+  bool torn_down = false;  // "killed" in summary.json: the launcher's teardown
+  // summary.json says running, yet its pid is gone from this host: the launcher died (SIGKILL)
+  // before it recorded the rank's exit. Offline only.
+  bool vanished = false;
   bool watchdog_exit = false;  // exit code kExitHang: its own collective watchdog fired
   RankFailure failure;
   bool failed() const { return failure.source != FailureSource::kNone; }

@@ -33,13 +33,25 @@ std::string Plural(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + FormatRankList(ranks);
 }
 
+// "last completed #4", or "no collective completed yet" before the first.
+std::string LastCompleted(int64_t seq) {
+  return seq < 0 ? "no collective completed yet" : "last completed #" + std::to_string(seq);
+}
+
+// "the default group", "group 1".
+std::string GroupName(const std::string& pg) {
+  return pg == "0" ? "the default group" : "group " + pg;
+}
+
 // "exited with code 1", "was killed by SIGKILL (...)", "ran out of memory: ... (exited ...)".
 std::string DescribeFailure(const RankFailure& f) {
   std::string exit;
   if (f.bad_exit) {
     if (f.signal != 0) {
       exit = "was killed by " + SignalName(f.signal);
-      if (f.signal == 9) exit += " (host out of memory? check dmesg for the OOM killer)";
+      if (f.signal == 9 && !f.memory_pressure.empty()) {
+        exit += " (" + f.memory_pressure + ": host out of memory? check dmesg for the OOM killer)";
+      }
     } else {
       exit = "exited with code " + std::to_string(f.exit_code);
     }
@@ -177,9 +189,52 @@ class Renderer {
         majority = g.ranks;
       }
     }
+    if (m.tie == TieBreak::kUndecided) return MismatchTie();
     d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
                   rundir::MismatchKindName(m.kind) + "): " + odd + " while " + Plural(majority) +
                   " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
+    if (m.tie == TieBreak::kPattern) {
+      const CallPattern& p = m.pattern;
+      std::string expected =
+          DescribeCollective(p.expected.op, p.expected.dtype, p.expected.count, -1) +
+          (p.expected_site.empty() ? "" : " at " + p.expected_site);
+      d_.headline += " (a tie, decided by the calls before it: " + Plural(p.broke) +
+                     " broke the pattern at #" + std::to_string(p.diverged_seq) + ")";
+      d_.details.push_back("the verdict rests on the calls before #" +
+                           std::to_string(p.diverged_seq) + ": they repeat every " +
+                           std::to_string(p.period) + " call(s), so " + expected + " came next; " +
+                           Plural(p.followed) + " called it, " + Plural(p.broke) +
+                           " did not (a skipped, extra or changed call)");
+    } else if (m.tie == TieBreak::kPeerSizeAbort) {
+      d_.details.push_back(
+          "the verdict rests on Gloo's abort of a rank that received more bytes than it expected: "
+          "the ranks split evenly, and the sender's side is the wrong one");
+    }
+  }
+
+  // An even split that no evidence breaks: both sides, no culprit.
+  void MismatchTie() {
+    const auto& m = v_.mismatch;
+    // By their lowest rank: "rank 0 called ... while rank 1 called ...".
+    std::vector<const MismatchGroup*> groups;
+    for (const MismatchGroup& g : m.groups) groups.push_back(&g);
+    std::sort(groups.begin(), groups.end(), [](const MismatchGroup* a, const MismatchGroup* b) {
+      return a->ranks.front() < b->ranks.front();
+    });
+    std::string sides;
+    for (const MismatchGroup* group : groups) {
+      const MismatchGroup& g = *group;
+      std::string what =
+          DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
+      if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
+      sides += std::string(sides.empty() ? "" : " while ") + Plural(g.ranks) + " called " + what +
+               (g.call_site.empty() ? "" : " at " + g.call_site);
+    }
+    d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
+                  rundir::MismatchKindName(m.kind) + "): " + sides + "; " +
+                  (m.kind == MismatchKind::kCollectiveType ? "one of them skipped a call"
+                                                           : "one of them is wrong") +
+                  " (undecided: the ranks split evenly and nothing in the evidence tells which)";
   }
 
   // The job ended because a node went away: its ranks' own records end with it.
@@ -207,10 +262,12 @@ class Renderer {
       where = " while " + Plural(v_.entered) + " were inside " + CollectiveLabel(v_.seq) +
               " (its flight recorder was lost with it)";
     } else if (v_.seq >= 0) {
-      where = (v_.root_inside ? " inside " : " before entering ") + CollectiveLabel(v_.seq) +
-              " (last completed #" + std::to_string(v.last_completed) + ")";
+      where = (v_.root_inside ? " inside " : " before entering ") + CollectiveLabel(v_.seq) + " (" +
+              LastCompleted(v.last_completed) + ")";
     } else if (v.has_progress) {
-      where = " (last completed collective #" + std::to_string(v.last_completed) + ")";
+      where = v.last_completed < 0
+                  ? " (no collective completed yet)"
+                  : " (last completed collective #" + std::to_string(v.last_completed) + ")";
     }
     d_.headline = "FAILURE: rank " + std::to_string(r) + " " + DescribeFailure(v.failure);
     if (v.failure.at_unix_ms > 0) d_.headline += " at " + FormatUnixMs(v.failure.at_unix_ms);
@@ -252,7 +309,7 @@ class Renderer {
 
   std::string DescribeMissing(int rank) const {
     const RankFacts& v = f_[rank];
-    std::string out = "last completed #" + std::to_string(v.last_completed);
+    std::string out = LastCompleted(v.last_completed);
     if (!v.phase.empty()) out += ", " + PhaseFor(v);
     if (v.unresponsive()) out += ", " + UnresponsiveWhy(v);
     if (v.exited && !v.torn_down) {
@@ -270,7 +327,10 @@ class Renderer {
       case CulpritReason::kUnresponsive:
         why = UnresponsiveWhy(v);
         if (v_.stale.count(rank)) {
-          why += " (its last heartbeat: completed #" + std::to_string(v.last_completed) + ")";
+          why += " (its last heartbeat: " +
+                 (v.last_completed < 0 ? std::string("no collective completed yet")
+                                       : "completed #" + std::to_string(v.last_completed)) +
+                 ")";
         }
         break;
       case CulpritReason::kNamedByWatchdog:
@@ -281,7 +341,7 @@ class Renderer {
         break;
       case CulpritReason::kExitedWhileWaited:
         why = (v.exit_code >= 0 ? "exited with code " + std::to_string(v.exit_code) : "exited") +
-              " while the others wait (last completed #" + std::to_string(v.last_completed) + ")";
+              " while the others wait (" + LastCompleted(v.last_completed) + ")";
         break;
       default:
         break;
@@ -310,6 +370,7 @@ class Renderer {
       }
       return;
     }
+    if (!v_.deadlock.empty()) return Deadlock();
     d_.headline = "HANG at " + CollectiveLabel(v_.frontier) + ": ";
     if (!v_.waiting.empty()) {
       int64_t wait = -1;
@@ -330,6 +391,22 @@ class Renderer {
       d_.headline += "; rank " + std::to_string(c) + " " + WhyCulprit(c, v_.culprit_reasons.at(c));
     }
     if (v_.culprits.empty()) d_.headline += "; no rank stands out (network or backend stall?)";
+  }
+
+  // "deadlock: rank 0 waits in allreduce on group 1 (seq 0) at f.py:9 while rank 1 waits in
+  // allreduce on the default group (seq 2) at f.py:11; the ranks call these groups in different
+  // orders".
+  void Deadlock() {
+    std::string waits;
+    for (const GroupWait& w : v_.deadlock) {
+      waits += std::string(waits.empty() ? "" : " while ") + "rank " + std::to_string(w.rank) +
+               " waits in " + w.op + " on " + GroupName(w.pg) + " (seq " +
+               std::to_string(w.pg_seq) + ")" + (w.call_site.empty() ? "" : " at " + w.call_site);
+    }
+    d_.headline = "HANG: deadlock: " + waits + "; the ranks call these groups in different orders";
+    d_.details.push_back(
+        "each rank waits in a collective of one process group while its peers wait in another "
+        "group's; every rank must call the collectives of the groups it shares in the same order");
   }
 
   // Programs without libdlaunch: only output, exits and stacks are known.
@@ -405,6 +482,8 @@ class Renderer {
                         : "exited with code " + std::to_string(v.exit_code);
       if (v.watchdog_exit && !v.signal) ending += " (its collective watchdog fired)";
       if (v.torn_down) ending += " (torn down by the launcher)";
+    } else if (v.vanished) {
+      ending = "not running; the launcher died before recording its exit";
     }
     std::ostringstream line;
     line << "rank " << v.rank << (culprit ? " [culprit]" : "") << ": ";
@@ -428,7 +507,7 @@ class Renderer {
     }
     if (!ending.empty()) line << "; then " << ending;
     if (v.has_progress) {
-      line << "; last completed #" << v.last_completed;
+      line << "; " << LastCompleted(v.last_completed);
       if (v.last_started > v.last_completed) line << ", last started #" << v.last_started;
     }
     if (!v.phase.empty()) line << "; " << PhaseFor(v);

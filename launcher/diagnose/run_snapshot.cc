@@ -3,6 +3,30 @@
 #include "launcher/diagnose/python_evidence.h"
 
 namespace dlaunch::launcher {
+namespace {
+
+// The agent's wrapper around each collective (`File ".../dlaunch/_torch_hooks.py", line N, in
+// recorded` and its source line) shows in every traceback raised inside a collective; it is no
+// part of the user's program, so the report leaves it out (stderr.log keeps it).
+void DropAgentFrames(std::vector<std::string>* lines) {
+  std::vector<std::string> kept;
+  bool skip_source = false;
+  for (std::string& line : *lines) {
+    if (line.find("dlaunch/_torch_hooks.py\", line ") != std::string::npos) {
+      skip_source = true;
+      continue;
+    }
+    if (skip_source && line.rfind("    ", 0) == 0 && line.find("File \"") == std::string::npos) {
+      skip_source = false;
+      continue;
+    }
+    skip_source = false;
+    kept.push_back(std::move(line));
+  }
+  *lines = std::move(kept);
+}
+
+}  // namespace
 
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   rundir::RunFiles files = rundir::ReadRunDir(run_dir, world_size_hint);
@@ -16,6 +40,7 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
     RankRecord record;
     static_cast<rundir::RankFiles&>(record) = std::move(rank);
     const rundir::RankDir dir = rundir::RunDir(run.run_dir).rank(record.rank);
+    DropAgentFrames(&record.stderr_tail);
     MergeFlightTail(dir, &record, &run.problems);
     ReadTorchFlight(dir, &record, &run.problems);
     run.ranks.push_back(std::move(record));

@@ -1,5 +1,6 @@
 #include "launcher/diagnose/stack_parser.h"
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -95,6 +96,49 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+bool IsAgentFrame(const std::string& file) {
+  static const std::string kHooks = "dlaunch/_torch_hooks.py";
+  return file.size() >= kHooks.size() &&
+         file.compare(file.size() - kHooks.size(), kHooks.size(), kHooks) == 0;
+}
+
+// Installed packages and the standard library, as opposed to the user's own files.
+bool IsLibraryFile(const std::string& file) {
+  static const std::regex library(R"((/site-packages/|/dist-packages/|/lib/python[0-9.]*/))");
+  return std::regex_search(file, library);
+}
+
+// "train.py:12 for b in loader: > dataloader.py:1316 _next_data" when the innermost frame is in a
+// library: the innermost frame of the user's own files and the library frame that says what it
+// waits for (a DataLoader's _next_data, else the innermost torch frame). "" when the innermost
+// frame is the user's (its code line already says it), the user's frame is among the three
+// innermost ones, or no user frame exists.
+std::string UserAndLibraryFrames(const std::vector<PythonFrame>& frames) {
+  if (frames.size() < 2 || !IsLibraryFile(frames.back().file)) return "";
+  size_t user = frames.size();
+  for (size_t i = frames.size(); i-- > 0;) {
+    if (!IsLibraryFile(frames[i].file)) {
+      user = i;
+      break;
+    }
+  }
+  // Within the innermost frames shown anyway: nothing to add.
+  if (user == frames.size() || user + 3 >= frames.size()) return "";
+  const PythonFrame* explain = nullptr;
+  for (size_t i = frames.size(); i-- > user + 1;) {
+    const PythonFrame& f = frames[i];
+    if (f.file.find("/torch/utils/data/") != std::string::npos && f.func == "_next_data") {
+      explain = &f;
+      break;
+    }
+    if (!explain && f.file.find("/torch/") != std::string::npos) explain = &f;
+  }
+  const PythonFrame& u = frames[user];
+  std::string out = BaseName(u.file) + ":" + u.line + " " + (u.code.empty() ? u.func : u.code);
+  if (explain) out += " > " + BaseName(explain->file) + ":" + explain->line + " " + explain->func;
+  return out;
+}
+
 StackActivity ClassifyPython(const PythonFrame& innermost) {
   const std::string text = innermost.file + " " + innermost.func + " " + innermost.code;
   static const std::regex comm(
@@ -139,14 +183,25 @@ StackSummary ParseGdbStacks(const std::string& stacks) {
 
 StackSummary ParsePythonStacks(const std::string& stacks) {
   StackSummary out;
-  const std::vector<PythonFrame> frames = PythonMainThreadFrames(stacks);
+  std::vector<PythonFrame> frames = PythonMainThreadFrames(stacks);
+  // The agent's wrapper around each collective is no part of the user's program.
+  frames.erase(std::remove_if(frames.begin(), frames.end(),
+                              [](const PythonFrame& f) { return IsAgentFrame(f.file); }),
+               frames.end());
   if (frames.empty()) return out;
   out.activity = ClassifyPython(frames.back());
-  if (!frames.back().code.empty()) out.top = frames.back().code;
+  // Waiting deep inside a library (selectors.py poll < connection.py wait < ... for a stalled
+  // DataLoader): the innermost frames alone do not say why. The user's own frame that called into
+  // the library and the library frame that explains the wait come first.
+  const std::string lead = UserAndLibraryFrames(frames);
+  if (!lead.empty()) out.top = lead + "; innermost: ";
+  std::string inner;
+  if (!frames.back().code.empty()) inner = frames.back().code;
   for (size_t i = 0; i < 3 && i < frames.size(); ++i) {
     const PythonFrame& f = frames[frames.size() - 1 - i];
-    out.top += (out.top.empty() ? "" : " < ") + BaseName(f.file) + ":" + f.line + " " + f.func;
+    inner += (inner.empty() ? "" : " < ") + BaseName(f.file) + ":" + f.line + " " + f.func;
   }
+  out.top += inner;
   return out;
 }
 

@@ -27,6 +27,9 @@ StackSummary ParseGdbStacks(const std::string& stacks);
 
 // The main thread (`Thread ID "NAME" (main) (most recent call last):`) of py_stacks.txt; `top` is
 // the innermost source line, then the innermost frames: "time.sleep(3600) < train.py:25 <module>".
+// Deep inside a library (a stalled DataLoader), the user's own frame and the library frame that
+// explains the wait lead: "train.py:12 for b in loader: > dataloader.py:1316 _next_data;
+// innermost: ...". The agent's wrapper frames (dlaunch/_torch_hooks.py) are left out.
 StackSummary ParsePythonStacks(const std::string& stacks);
 
 }  // namespace dlaunch::launcher

@@ -134,6 +134,7 @@ void Trainer::SetupCommunicator() {
     }
   };
   comm_ = core::MakeCommunicator(co);
+  StartSeqBeat();
   if (ctx_.set_command_handler && !co.flight_dump_path.empty()) {
     // A weak reference: the launcher may ask for a dump after training ended.
     std::weak_ptr<core::Communicator> weak = comm_;
@@ -518,6 +519,7 @@ void Trainer::SaveCheckpointNow(const std::string& reason) {
 
 int Trainer::Run() {
   int code = RunOnce();
+  StopSeqBeat();
   reporter_.Flush();  // posted tasks use members that go away with this object
   return code;
 }

@@ -9,10 +9,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/comm/communicator.h"
@@ -70,6 +72,11 @@ class Trainer {
   std::string PhaseLabel() const;  // "forward", "eval forward", ...
   void PostMemoryCheckpoints();
   void Heartbeat(bool final_beat);
+  // The collective seqs beat on their own thread, so that a rank blocked inside a collective
+  // still says which one (the hang monitor compares them). Start: after SetupCommunicator; Stop
+  // blocks for at most one beat.
+  void StartSeqBeat();
+  void StopSeqBeat();
   void Finish();
   int ReportOom(const std::string& what);
   int ReportFailure(const std::string& kind, const std::string& message, int exit_code);
@@ -125,6 +132,11 @@ class Trainer {
   bool preflight_failed_ = false;
   Clock::time_point train_start_;
   double telemetry_ms_ = 0;  // time spent in Heartbeat()
+
+  std::mutex seq_beat_mu_;
+  std::condition_variable seq_beat_cv_;
+  bool seq_beat_stop_ = false;
+  std::thread seq_beat_;
 };
 
 double Ms(Trainer::Clock::duration d);

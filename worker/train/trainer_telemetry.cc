@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/base/format.h"
 #include "core/base/proc.h"
+#include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/events_file.h"
@@ -186,6 +188,38 @@ void Trainer::Heartbeat(bool final_beat) {
   window_steps_ = 0;
   window_step_ms_ = window_comm_ms_ = 0;
   window_bytes_ = 0;
+}
+
+void Trainer::StartSeqBeat() {
+  if (!ctx_.update_status || seq_beat_.joinable()) return;
+  // As often as the heartbeat goes out (DLAUNCH_HEARTBEAT_MS), so each beat carries fresh seqs.
+  const char* env = std::getenv("DLAUNCH_HEARTBEAT_MS");
+  const int64_t ms = std::clamp<int64_t>(env ? std::atoll(env) : 1000, 50, 1000);
+  seq_beat_ = std::thread([this, comm = comm_, every = std::chrono::milliseconds(ms)] {
+    const core::FlightRecorder& flight = comm->flight_recorder();
+    std::unique_lock<std::mutex> lock(seq_beat_mu_);
+    while (!seq_beat_cv_.wait_for(lock, every, [this] { return seq_beat_stop_; })) {
+      const int64_t started = flight.last_started_seq();
+      const int64_t completed = flight.last_completed_seq();
+      const std::string op = flight.current_op();
+      reporter_.Status([&](core::RankStatus& st) {
+        st.last_started_seq = started;
+        st.last_completed_seq = completed;
+        st.current_op = op;
+        // Inside a collective the rank communicates, whatever phase its step is in.
+        if (started > completed) st.phase = core::Phase::kCommunication;
+      });
+    }
+  });
+}
+
+void Trainer::StopSeqBeat() {
+  {
+    std::lock_guard<std::mutex> lock(seq_beat_mu_);
+    seq_beat_stop_ = true;
+  }
+  seq_beat_cv_.notify_all();
+  if (seq_beat_.joinable()) seq_beat_.join();
 }
 
 void Trainer::Finish() {

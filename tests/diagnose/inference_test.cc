@@ -1,0 +1,274 @@
+// Inference over in-memory run snapshots: an even split is a tie unless evidence breaks it, the
+// calls before a mismatch break it, collectives line up per process group, exit code 3 means a
+// watchdog only from a rank that reported one, and the words of the report.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/diagnose/analyzer.h"
+#include "launcher/diagnose/run_snapshot.h"
+#include "launcher/diagnose/stack_parser.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// A call of a Python rank's flight recorder on the default group unless `pg` says otherwise.
+struct Call {
+  std::string op;
+  std::string site;
+  rundir::OpState state = rundir::OpState::kCompleted;
+  std::string pg = "0";
+  int64_t count = 1024;
+};
+
+class RunBuilder {
+ public:
+  explicit RunBuilder(int world) {
+    run_.run_dir = "/nonexistent/run";
+    run_.world_size = world;
+    run_.ranks.resize(world);
+    for (int r = 0; r < world; ++r) {
+      RankRecord& rec = run_.ranks[r];
+      rec.rank = r;
+      rec.dir_present = true;
+    }
+  }
+  RunBuilder& Calls(int rank, const std::vector<Call>& calls) {
+    RankRecord& rec = run_.ranks[rank];
+    rec.flight_state = rundir::FileState::kOk;
+    rec.flight.rank = rank;
+    rec.flight.reason = "exit";
+    rec.flight.dumped_unix_ms = 1'000'000;
+    std::map<std::string, int64_t> pg_seq;
+    for (const Call& c : calls) {
+      rundir::FlightEntry e;
+      e.seq = static_cast<int64_t>(rec.flight.entries.size());
+      e.collective_seq = e.seq;
+      e.op = c.op;
+      e.dtype = c.op == "barrier" ? "" : "float";
+      e.count = c.op == "barrier" ? -1 : c.count;
+      e.state = c.state;
+      e.started_unix_ns = (900'000 + e.seq) * 1'000'000;
+      if (c.state == rundir::OpState::kCompleted) e.completed_unix_ns = e.started_unix_ns + 1;
+      e.pg = c.pg;
+      e.pg_seq = pg_seq[c.pg]++;
+      e.call_site = c.site;
+      rec.flight.entries.push_back(e);
+    }
+    return *this;
+  }
+  RunBuilder& Exit(int rank, int code, int signal = 0) {
+    rundir::SummaryRank s;
+    s.rank = rank;
+    s.status = code == 0 && signal == 0 ? rundir::RankStatus::kOk : rundir::RankStatus::kFailed;
+    s.exit_code = signal ? -signal : code;
+    s.signal = signal;
+    s.end_unix_ms = 1'000'000 + rank;
+    run_.ranks[rank].summary = s;
+    return *this;
+  }
+  RunBuilder& LauncherExit(int code) {
+    run_.exit_code = code;
+    return *this;
+  }
+  Diagnosis Analyze(bool hang_suspected = false) const {
+    AnalyzeOptions o;
+    o.hang_suspected = hang_suspected;
+    return launcher::Analyze(run_, o);
+  }
+  RunSnapshot run_;
+};
+
+const rundir::OpState kStarted = rundir::OpState::kStarted;
+
+// One step of the loop both ranks ran: all_reduce at line 10, barrier at line 11.
+std::vector<Call> Steps(int n) {
+  std::vector<Call> calls;
+  for (int i = 0; i < n; ++i) {
+    calls.push_back({"allreduce", "train.py:10 <module>"});
+    calls.push_back({"barrier", "train.py:11 <module>"});
+  }
+  return calls;
+}
+
+TEST(InferenceTest, AnEvenSplitWithoutHistoryIsUndecided) {
+  Diagnosis d = RunBuilder(2)
+                    .Calls(0, {{"barrier", "train.py:11 <module>", kStarted}})
+                    .Calls(1, {{"allreduce", "train.py:10 <module>", kStarted}})
+                    .Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
+  EXPECT_THAT(d.culprit_ranks, IsEmpty());
+  EXPECT_EQ(d.headline,
+            "MISMATCH at collective #0 (COLLECTIVE_TYPE_MISMATCH): rank 0 called barrier at "
+            "train.py:11 <module> while rank 1 called allreduce float x1024 at train.py:10 "
+            "<module>; one of them skipped a call (undecided: the ranks split evenly and nothing "
+            "in the evidence tells which)");
+  for (const auto& r : d.ranks) EXPECT_THAT(r.line, Not(HasSubstr("[culprit]"))) << r.line;
+}
+
+TEST(InferenceTest, TheRankThatBreaksThePatternOfEarlierCallsIsTheCulprit) {
+  // Rank 0 skips the all_reduce of step 3 and meets rank 1's all_reduce with its barrier.
+  std::vector<Call> skipped = Steps(3), right = Steps(3);
+  skipped.push_back({"barrier", "train.py:11 <module>", kStarted});
+  right.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  Diagnosis d = RunBuilder(2).Calls(0, skipped).Calls(1, right).Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(0));
+  EXPECT_THAT(d.headline, HasSubstr("rank 0 called barrier"));
+  EXPECT_THAT(d.headline, HasSubstr("(a tie, decided by the calls before it: rank 0 broke the "
+                                    "pattern at #6)"));
+  EXPECT_THAT(::testing::PrintToString(d.details),
+              HasSubstr("they repeat every 2 call(s), so allreduce float x1024 at train.py:10 "
+                        "<module> came next; rank 1 called it, rank 0 did not"));
+}
+
+TEST(InferenceTest, AnExtraCallAtALineOfItsOwnIsFoundWhereTheCallSitesDiverge) {
+  std::vector<Call> extra = Steps(3), right = Steps(3);
+  extra.push_back({"allreduce", "train.py:20 <module>"});  // the extra call
+  extra.push_back({"allreduce", "train.py:10 <module>"});
+  extra.push_back({"barrier", "train.py:11 <module>", kStarted});
+  right.push_back({"allreduce", "train.py:10 <module>"});
+  right.push_back({"barrier", "train.py:11 <module>"});
+  right.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  Diagnosis d = RunBuilder(2).Calls(0, right).Calls(1, extra).Analyze(true);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, HasSubstr("rank 1 broke the pattern at #6"));
+}
+
+TEST(InferenceTest, AMajorityNeedsNoTieBreak) {
+  std::vector<Call> a = Steps(2), b = Steps(2);
+  a.push_back({"allreduce", "train.py:10 <module>", kStarted, "0", 2048});
+  b.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  Diagnosis d = RunBuilder(3).Calls(0, b).Calls(1, a).Calls(2, b).Analyze(true);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, Not(HasSubstr("tie")));
+}
+
+TEST(InferenceTest, GroupsCalledInOppositeOrdersAreADeadlock) {
+  std::vector<Call> r0 = Steps(1), r1 = Steps(1);
+  r0.push_back({"allreduce", "train.py:20 <module>", kStarted, "1"});
+  r1.push_back({"allreduce", "train.py:22 <module>", kStarted, "0"});
+  Diagnosis d = RunBuilder(2).Calls(0, r0).Calls(1, r1).Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(0, 1));
+  EXPECT_EQ(d.headline,
+            "HANG: deadlock: rank 0 waits in allreduce on group 1 (seq 0) at train.py:20 <module> "
+            "while rank 1 waits in allreduce on the default group (seq 2) at train.py:22 "
+            "<module>; the ranks call these groups in different orders");
+}
+
+TEST(InferenceTest, CollectivesLineUpPerProcessGroup) {
+  // The same calls, interleaved differently across two groups: no mismatch by seq.
+  std::vector<Call> r0 = {{"allreduce", "a.py:1 f", rundir::OpState::kCompleted, "1", 8},
+                          {"allreduce", "a.py:2 f"}};
+  std::vector<Call> r1 = {{"allreduce", "a.py:2 f"},
+                          {"allreduce", "a.py:1 f", rundir::OpState::kCompleted, "1", 8}};
+  Diagnosis d = RunBuilder(2).Calls(0, r0).Calls(1, r1).Exit(0, 0).Exit(1, 0).Analyze();
+  EXPECT_EQ(d.kind, DiagnosisKind::kOk) << d.headline;
+}
+
+TEST(InferenceTest, ExitCodeThreeOfAnyProgramIsItsOwnExit) {
+  // No timeout reported: exit code 3 is the program's, not a collective watchdog's.
+  Diagnosis d = RunBuilder(2)
+                    .Calls(0, Steps(2))
+                    .Calls(1, Steps(2))
+                    .Exit(0, 0)
+                    .Exit(1, 3)
+                    .LauncherExit(1)
+                    .Analyze();
+  EXPECT_EQ(d.kind, DiagnosisKind::kFailure);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, HasSubstr("FAILURE: rank 1 exited with code 3"));
+  for (const auto& r : d.ranks) EXPECT_THAT(r.line, Not(HasSubstr("watchdog"))) << r.line;
+  // A rank that reported its watchdog's timeout is still read as one.
+  RunBuilder b(2);
+  b.Calls(0, Steps(2)).Calls(1, Steps(2)).Exit(0, 0).Exit(1, 3);
+  b.run_.ranks[1].error = rundir::ErrorReport{1, "timeout", "collective #4 timed out", 1, {}};
+  Diagnosis w = b.Analyze();
+  EXPECT_NE(w.kind, DiagnosisKind::kFailure) << w.headline;
+}
+
+TEST(InferenceTest, NoCollectiveYetIsSaidInWords) {
+  RunBuilder b(2);
+  b.Calls(0, {{"allreduce", "a.py:1 f", kStarted}}).Calls(1, {}).Exit(1, 0, SIGKILL);
+  Diagnosis d = b.Analyze();
+  EXPECT_THAT(d.headline, Not(HasSubstr("#-1")));
+  EXPECT_THAT(d.headline, HasSubstr("no collective completed yet"));
+  // A SIGKILL with nothing pointing at memory gets no OOM hint.
+  EXPECT_THAT(d.headline, HasSubstr("was killed by SIGKILL"));
+  EXPECT_THAT(d.headline, Not(HasSubstr("out of memory")));
+  for (const auto& r : d.ranks) EXPECT_THAT(r.line, Not(HasSubstr("#-1"))) << r.line;
+}
+
+TEST(InferenceTest, ARunningRankWhosePidIsGoneIsNotRunning) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // reaped: the pid is gone
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  RunBuilder b(1);
+  rundir::SummaryRank s;
+  s.rank = 0;
+  s.status = rundir::RankStatus::kRunning;
+  s.pid = child;
+  s.host = host;
+  b.run_.ranks[0].summary = s;
+  Diagnosis d = b.Analyze();
+  EXPECT_THAT(d.ranks[0].line,
+              HasSubstr("not running; the launcher died before recording its exit"));
+}
+
+TEST(StackParserTest, ADataLoaderWaitLeadsWithTheUsersFrameAndTheDataLoaderFrame) {
+  const std::string lib = "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py";
+  const std::string stacks =
+      "Thread 1 \"MainThread\" (main) (most recent call last):\n"
+      "  File \"/job/train.py\", line 12, in <module>\n"
+      "    for b in loader:\n"
+      "  File \"" +
+      lib +
+      "\", line 628, in __next__\n"
+      "    data = self._next_data()\n"
+      "  File \"" +
+      lib +
+      "\", line 1316, in _next_data\n"
+      "    idx, data = self._get_data()\n"
+      "  File \"" +
+      lib +
+      "\", line 1120, in _try_get_data\n"
+      "    data = self._data_queue.get(timeout=timeout)\n"
+      "  File \"/usr/lib/python3.11/multiprocessing/connection.py\", line 931, in wait\n"
+      "    ready = selector.select(timeout)\n"
+      "  File \"/usr/lib/python3.11/selectors.py\", line 416, in select\n"
+      "    fd_event_list = self._selector.poll(timeout)\n";
+  StackSummary s = ParsePythonStacks(stacks);
+  EXPECT_EQ(s.top.rfind("train.py:12 for b in loader: > dataloader.py:1316 _next_data; "
+                        "innermost: fd_event_list = self._selector.poll(timeout) < selectors.py",
+                        0),
+            0u)
+      << s.top;
+}
+
+TEST(StackParserTest, TheAgentsWrapperFrameIsLeftOut) {
+  StackSummary s = ParsePythonStacks(
+      "Thread 1 \"MainThread\" (main) (most recent call last):\n"
+      "  File \"/job/train.py\", line 5, in <module>\n"
+      "    dist.all_reduce(t)\n"
+      "  File \"/opt/dlaunch/python/dlaunch/_torch_hooks.py\", line 172, in recorded\n"
+      "    work = fn(*args, **kwargs)\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line "
+      "1536, in all_reduce\n"
+      "    work.wait()\n");
+  EXPECT_EQ(s.top, "work.wait() < distributed_c10d.py:1536 all_reduce < train.py:5 <module>");
+  EXPECT_EQ(s.activity, StackActivity::kCollective);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
