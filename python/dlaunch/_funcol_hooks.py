@@ -31,6 +31,8 @@ _FUNCOLS = {
     "reduce_scatter_tensor_autograd": ("reduce_scatter", 3),
     "all_to_all_single_autograd": ("alltoall", 3),
 }
+_ALIASES = ("all_gather_tensor", "all_gather_tensor_autograd", "reduce_scatter_tensor",
+            "reduce_scatter_tensor_autograd")
 _MAX_PENDING = 4096  # outputs never waited on are forgotten past this many
 
 _state = threading.local()  # .depth: inside a recorded functional collective
@@ -61,6 +63,11 @@ class FuncolHooks:
             return
         self.module = module
         for name, (op, group_index) in _FUNCOLS.items():
+            # torch 2.10+ keeps the *_tensor names as deprecated aliases of the *_single ones:
+            # the alias's call is recorded inside, and its FutureWarning (stacklevel 2) names
+            # the user's line, not a wrapper of dlaunch's.
+            if name in _ALIASES and hasattr(module, name.replace("_tensor", "_single")):
+                continue
             fn = getattr(module, name, None)
             if fn is not None and callable(fn):
                 setattr(module, name, self.wrap(fn, op, group_index))
