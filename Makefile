@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build build-run run test bench chaos format clean
+.PHONY: deps configure build build-run run test torch2 bench chaos format clean
 
 deps:
 	./scripts/install-deps.sh
@@ -31,6 +31,12 @@ test: configure
 	./scripts/install-deps.sh --test
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# The torch 2.x venv (.venv-torch2, python/torch2-requirements.txt) the Python agent's tests also
+# run on; opt-in: it downloads ~2.3 GB once. Re-configures so that ctest registers that tier.
+torch2:
+	./scripts/torch2-venv.sh
+	if [ -f $(BUILD)/CMakeCache.txt ]; then cmake -S . -B $(BUILD) $(CMAKE_FLAGS); fi
 
 bench: build
 	./scripts/install-deps.sh --bench

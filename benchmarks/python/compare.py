@@ -153,6 +153,7 @@ def hang_torchrun(args):
 
 
 def main():
+    global PYTHON
     ap = argparse.ArgumentParser()
     ap.add_argument("--dlaunch", required=True)
     ap.add_argument("--nproc", type=int, default=2)
@@ -164,7 +165,10 @@ def main():
     ap.add_argument("--torchrun-timeout", type=int, default=30)
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--recorder-calls", type=int, default=50000)
+    ap.add_argument("--python", default=PYTHON,
+                    help="the ranks' interpreter (and torchrun's): e.g. the torch 2.x venv's")
     args = ap.parse_args()
+    PYTHON = args.python
     args.dlaunch = os.path.abspath(args.dlaunch)
     with tempfile.TemporaryDirectory(prefix="dlaunch-pybench-") as logs:
         recorder_cost(args, logs)

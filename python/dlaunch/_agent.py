@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 
-from . import _files, _memory
+from . import _files, _memory, _torch_fr
 from ._recorder import FlightRecorder
 
 HEARTBEAT_FILE = "heartbeat.json"
@@ -336,6 +336,7 @@ class Agent:
             if stacks:
                 self.write_stacks(reason)
             self.write_flight(reason)
+            _torch_fr.dump(self.rank, self.recorder.backend)
             status = self._write_heartbeat()
             self._write_telemetry(status, force=True)
 

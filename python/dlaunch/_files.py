@@ -15,7 +15,7 @@ def write_atomically(path, text):
         _counter += 1
         n = _counter
     tmp = "%s.tmp.%d.%d.%d" % (path, os.getpid(), threading.get_ident() % 100000, n)
-    data = text.encode()
+    data = text if isinstance(text, bytes) else text.encode()
     try:
         # os-level calls, fewer system calls than a Python file object: each lets the GIL go, and
         # the training thread must then hand it back to this one.

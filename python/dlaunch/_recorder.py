@@ -131,7 +131,10 @@ class FlightRecorder:
             pass
 
     def record(self, op, pg, dtype, count, shape, nbytes, peer=-1, root=-1, call_site="",
-               bucket=-1, async_op=False, device="", default_pg=True):
+               bucket=-1, async_op=False, device="", default_pg=True, scheduled=False):
+        """A new entry, started (Python calls enter the backend at once), or only scheduled
+        until start(): a functional collective, issued now and waited on at its output's first
+        use, is not in flight while its rank runs other Python code."""
         now = time.time_ns()
         e = Entry()
         with self._lock:
@@ -150,8 +153,9 @@ class FlightRecorder:
             e.async_op, e.device = async_op, device
             e.tail_static = None
             e.text = None
-            e.state = STARTED  # Python calls enter the backend at once
-            e.scheduled_ns = e.started_ns = now
+            e.state = SCHEDULED if scheduled else STARTED
+            e.scheduled_ns = now
+            e.started_ns = 0 if scheduled else now
             e.completed_ns = 0
             e.error = ""
             slot = e.seq % self.capacity
@@ -159,12 +163,26 @@ class FlightRecorder:
             if old is not None:
                 self._flying.pop(old.seq, None)  # an async call never waited on, out of the ring
             self._ring[slot] = e
-            self._flying[e.seq] = e
-            self.last_started = e.seq
+            if not scheduled:
+                self._flying[e.seq] = e
+                self.last_started = e.seq
             self.version += 1
             self.last_change_ns = now
             self._write_tail(e)
         return e
+
+    def start(self, e):
+        """A scheduled entry's call is now waited on."""
+        with self._lock:
+            if e.state != SCHEDULED:
+                return
+            e.state = STARTED
+            e.started_ns = time.time_ns()
+            self._flying[e.seq] = e
+            self.last_started = max(self.last_started, e.seq)
+            self.version += 1
+            self.last_change_ns = e.started_ns
+            self._write_tail(e)
 
     def complete(self, e):
         with self._lock:

@@ -20,9 +20,11 @@ _OPS = {
     "all_gather_coalesced": ("allgather", "input_tensor_list", None),
     "all_gather_into_tensor": ("allgather", "input_tensor", None),
     "_all_gather_base": ("allgather", "input_tensor", None),
+    "all_gather_single": ("allgather", "input_tensor", None),  # torch 2.12+, FSDP2's
     "reduce_scatter": ("reduce_scatter", "output", None),
     "reduce_scatter_tensor": ("reduce_scatter", "output", None),
     "_reduce_scatter_base": ("reduce_scatter", "output", None),
+    "reduce_scatter_single": ("reduce_scatter", "output", None),  # torch 2.12+, FSDP2's
     "all_to_all_single": ("alltoall", "input", None),
     "all_to_all": ("alltoall", "input_tensor_list", None),
     "gather": ("gather", "tensor", "dst"),
@@ -464,8 +466,12 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def install(agent):
     hooks = _Hooks(agent)
+    from . import _funcol_hooks
+
+    funcol = _funcol_hooks.FuncolHooks(hooks, _tensor_info, lambda: call_site(3))
     targets = {
         "torch.distributed.distributed_c10d": hooks.patch_c10d,
+        "torch.distributed._functional_collectives": funcol.patch,  # torch 2.x
         "torch.nn.parallel.distributed": hooks.patch_ddp,
         "torch.optim.optimizer": hooks.patch_optimizer,
     }

@@ -1,10 +1,13 @@
-// dlaunch running real Python ranks under /usr/bin/python3 (Debian's, with torch 1.13): a temp
-// folder per test, the launcher as a child process, the run directory's files.
+// dlaunch running real Python ranks under /usr/bin/python3 (Debian's, with torch 1.13), or the
+// torch 2.x venv's python where DLAUNCH_TEST_PYTHON names it (the "torch2" registration of
+// tests/python/CMakeLists.txt): a temp folder per test, the launcher as a child process, the run
+// directory's files.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,15 +20,21 @@
 
 namespace dlaunch::testing {
 
-inline constexpr const char* kPython = "/usr/bin/python3";
+// The ranks' interpreter. Does not block.
+inline std::string TestPython() {
+  const char* p = std::getenv("DLAUNCH_TEST_PYTHON");
+  return p != nullptr && *p != '\0' ? p : "/usr/bin/python3";
+}
 
 class PythonJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kPython, X_OK) != 0 ||
-        std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
-      GTEST_SKIP()
-          << "/usr/bin/python3 with torch is not available (apt-get install python3-torch)";
+    if (::access(kPython.c_str(), X_OK) != 0 ||
+        std::system((kPython + " -c 'import torch.distributed' >/dev/null 2>&1").c_str()) != 0) {
+      GTEST_SKIP() << kPython << " with torch is not available ("
+                   << (std::getenv("DLAUNCH_TEST_PYTHON") ? "make torch2"
+                                                          : "apt-get install python3-torch")
+                   << ")";
     }
   }
 
@@ -54,6 +63,7 @@ class PythonJobTest : public ::testing::Test {
   }
   nlohmann::json Diagnosis() const { return ReadJson(RunDir() / "diagnosis.json"); }
 
+  inline static const std::string kPython = TestPython();
   const TestDir test_dir_{"py"};
   const std::filesystem::path dir_ = test_dir_.path();
 };

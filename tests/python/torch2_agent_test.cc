@@ -1,0 +1,156 @@
+// The Python rank agent on torch 2.x's ways of issuing collectives (torch2_ops.py, Gloo on CPU):
+// DDP with and without torch.compile, FSDP2's fully_shard over a DeviceMesh, DTensor,
+// functional collectives, coalesced ops, batch_isend_irecv and a 2 x 2 mesh of process groups.
+// Each is recorded (op, group, seq, dtype, size, call site), its hang is named with the Python
+// stack of the rank that stalls, and its size mismatch names the sender. Run on the torch 2.x
+// venv (ctest -L torch2); on torch 1.13 a mode whose API it lacks is skipped with torch's error.
+#include <gmock/gmock.h>
+
+#include <set>
+
+#include "python_test_util.h"
+
+namespace dlaunch::testing {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+struct Mode {
+  const char* name;
+  int nproc;
+  std::set<std::string> ops;  // the ops its flight records hold (barrier aside)
+};
+
+std::ostream& operator<<(std::ostream& os, const Mode& m) { return os << m.name; }
+
+const Mode kModes[] = {
+    {"ddp", 2, {"allreduce"}},
+    {"ddp_compile", 2, {"allreduce"}},
+    {"fsdp2", 2, {"allgather", "reduce_scatter"}},
+    {"dtensor", 2, {"allgather", "allreduce", "broadcast"}},
+    {"funcol", 2, {"allreduce", "allgather", "reduce_scatter"}},
+    {"coalesced", 2, {"allreduce"}},
+    {"batch_p2p", 3, {"send", "recv"}},
+    {"groups2x2", 4, {"allreduce"}},
+};
+
+class Torch2AgentTest : public PythonJobTest, public ::testing::WithParamInterface<Mode> {
+ protected:
+  // torch2_ops.py MODE FAULT under the launcher; the exit code. A mode torch cannot run here
+  // (exit 3 and "UNSUPPORTED: <torch's error>" on a rank's stdout) skips the test, saying why.
+  int Run(const std::string& fault, int* unsupported_skip) {
+    const Mode& m = GetParam();
+    Launched l(Cmd({"--nproc", std::to_string(m.nproc), "--quiet", "--grace-period", "3",
+                    // A healthy run on a loaded machine must not be taken for a hang.
+                    "--hang-timeout", fault == "ok" ? "60" : "3", Script("torch2_ops.py"), m.name,
+                    fault}));
+    const int code = l.Wait(seconds(150));
+    err_ = l.err_text();
+    const std::string out = ReadText(RankDir(0) / "stdout.log");
+    const size_t at = out.find("UNSUPPORTED: ");
+    *unsupported_skip = at != std::string::npos;
+    if (*unsupported_skip) unsupported_ = out.substr(at, out.find('\n', at) - at);
+    return code;
+  }
+  std::string err_, unsupported_;
+};
+
+#define SKIP_IF_UNSUPPORTED(flag) \
+  if (flag) GTEST_SKIP() << GetParam().name << " cannot run here: " << unsupported_
+
+TEST_P(Torch2AgentTest, RecordsEveryCollective) {
+  int unsupported = 0;
+  const int code = Run("ok", &unsupported);
+  SKIP_IF_UNSUPPORTED(unsupported);
+  ASSERT_EQ(code, 0) << err_;
+  for (int r = 0; r < GetParam().nproc; ++r) {
+    nlohmann::json flight = ReadJson(RankDir(r) / "flight.json");
+    ASSERT_TRUE(flight.is_object()) << r << err_;
+    EXPECT_EQ(flight["backend"], "gloo");
+    std::set<std::string> ops;
+    int64_t seq = 0;
+    for (const nlohmann::json& e : flight["entries"]) {
+      EXPECT_EQ(e["seq"], seq++) << e.dump();
+      EXPECT_EQ(e["state"], "completed") << e.dump();
+      ASSERT_TRUE(flight["process_groups"].contains(e["pg"].get<std::string>())) << e.dump();
+      EXPECT_GE(e["pg_seq"].get<int64_t>(), 0);
+      if (e["op"] == "barrier") continue;
+      ops.insert(e["op"].get<std::string>());
+      EXPECT_EQ(e["dtype"], "float") << e.dump();
+      EXPECT_GT(e["count"].get<int64_t>(), 0) << e.dump();
+      EXPECT_GT(e["bytes"].get<int64_t>(), 0) << e.dump();
+      // DDP's buckets name the line that built the model; the others the line that called.
+      EXPECT_THAT(e["call_site"].get<std::string>(), HasSubstr("torch2_ops.py:")) << e.dump();
+    }
+    EXPECT_EQ(ops, GetParam().ops) << r;
+  }
+}
+
+TEST_P(Torch2AgentTest, HangNamesTheStalledRankGroupSeqAndStack) {
+  int unsupported = 0;
+  const int code = Run("hang", &unsupported);
+  SKIP_IF_UNSUPPORTED(unsupported);
+  EXPECT_EQ(code, 3) << err_;
+  nlohmann::json d = Diagnosis();
+  EXPECT_EQ(d["kind"], "hang") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+  // The collective in question is the one rank 0 waits in (its flight recorder's first call
+  // not completed), of rank 0's group with rank 1.
+  nlohmann::json flight = ReadJson(RankDir(0) / "flight.json");
+  ASSERT_TRUE(flight.is_object()) << err_;
+  const nlohmann::json* waiting = nullptr;
+  for (const nlohmann::json& e : flight["entries"]) {
+    if (e["state"] != "completed") {
+      waiting = &e;
+      break;
+    }
+  }
+  ASSERT_NE(waiting, nullptr) << flight.dump(2);
+  EXPECT_EQ(d["seq"], (*waiting)["seq"]) << d.dump(2);
+  EXPECT_EQ(d["op"], (*waiting)["op"]) << d.dump(2);
+  const nlohmann::json& members = flight["process_groups"][(*waiting)["pg"].get<std::string>()];
+  EXPECT_THAT(members["ranks"].dump(), HasSubstr("1")) << flight.dump(2);
+  EXPECT_THAT(ReadText(RankDir(1) / "py_stacks.txt"), HasSubstr("time.sleep(3600)"));
+  EXPECT_THAT(d["ranks"][1]["stack_top"].get<std::string>(), HasSubstr("torch2_ops.py:"))
+      << d.dump(2);
+}
+
+// Rank 1's first collective of step 2 has 1024 more elements (for DTensor, its shard 1024 more
+// rows): the sender is named.
+class Torch2SizeMismatchTest : public Torch2AgentTest {};
+
+TEST_P(Torch2SizeMismatchTest, NamesTheSender) {
+  int unsupported = 0;
+  const int code = Run("size", &unsupported);
+  SKIP_IF_UNSUPPORTED(unsupported);
+  EXPECT_NE(code, 0) << err_;
+  nlohmann::json d = Diagnosis();
+  if (std::string(GetParam().name) == "batch_p2p") {
+    // Rank 1 sends rank 2 more than rank 2 receives: Gloo aborts the receiver, and the
+    // diagnosis says that the sender's size is wrong. It does not yet name the sender: a send
+    // and its recv are not compared as a collective's sizes are, so the culprit is whichever
+    // rank reported its broken connection first (0 or 1), and the kind is a failure.
+    EXPECT_THAT(d["details"].dump(),
+                HasSubstr("rank 2: aborted by Gloo: a peer sent 20480 bytes where it expected at "
+                          "most 16384"))
+        << d.dump(2);
+    EXPECT_THAT(d["details"].dump(), HasSubstr("so the sender's size is wrong")) << d.dump(2);
+    return;
+  }
+  EXPECT_EQ(d["kind"], "mismatch") << d.dump(2);
+  EXPECT_EQ(d["mismatch_type"], "SIZE_OR_SYNTAX_MISMATCH") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+  EXPECT_THAT(d["headline"].get<std::string>(), HasSubstr("rank 1 called ")) << d.dump(2);
+}
+
+const Mode kSizeModes[] = {kModes[3], kModes[4], kModes[5], kModes[6], kModes[7]};
+
+INSTANTIATE_TEST_SUITE_P(Modes, Torch2SizeMismatchTest, ::testing::ValuesIn(kSizeModes),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(Modes, Torch2AgentTest, ::testing::ValuesIn(kModes),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace dlaunch::testing
