@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dlaunch builds with, only those that are missing. --test adds what
 # the test suite drives for real (headless Chromium for the report page, Debian's torch 1.13 for
-# the Python rank agent's tests); --bench adds the peers
-# the benchmarks measure against and hyperfine. apt's own output goes to a log file; the console
-# gets one line per step (and the log's tail when a step fails).
+# the Python rank agent's tests); --bench adds the peers the benchmarks measure against and
+# hyperfine. apt's own output goes to a log file; the console gets one line per step (and the
+# log's tail when a step fails).
 set -euo pipefail
 
 packages=(

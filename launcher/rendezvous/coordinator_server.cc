@@ -25,7 +25,9 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status StoreGet(grpc::ServerContext* ctx, const v1::StoreGetRequest* req,
                         v1::StoreGetResponse* resp) override {
     return Guarded(ctx, "StoreGet", [&] {
-      resp->set_value(handler_->store().Get(req->key(), Bounded(ctx, req->timeout_ms())));
+      Sliced(ctx, Bounded(ctx, req->timeout_ms()), [&](std::chrono::milliseconds slice) {
+        resp->set_value(handler_->store().Get(req->key(), slice));
+      });
     });
   }
 
@@ -38,8 +40,9 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status StoreWait(grpc::ServerContext* ctx, const v1::StoreWaitRequest* req,
                          v1::StoreWaitResponse*) override {
     return Guarded(ctx, "StoreWait", [&] {
-      handler_->store().Wait({req->keys().begin(), req->keys().end()},
-                             Bounded(ctx, req->timeout_ms()));
+      const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+      Sliced(ctx, Bounded(ctx, req->timeout_ms()),
+             [&](std::chrono::milliseconds slice) { handler_->store().Wait(keys, slice); });
     });
   }
 
@@ -125,6 +128,34 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     }
     return std::max(milliseconds(0),
                     std::min(milliseconds(std::max<int64_t>(timeout_ms, 0)), bound));
+  }
+
+  // A blocking store call in slices of at most 250 ms, so that it ends once its caller is gone or
+  // the server shuts down (gRPC cancels the call then) instead of holding a thread, and the
+  // launcher's exit, for the whole timeout. The last slice's timeout names the whole wait.
+  template <typename F>
+  static void Sliced(grpc::ServerContext* ctx, std::chrono::milliseconds timeout, F&& call) {
+    using std::chrono::milliseconds;
+    constexpr milliseconds kSlice(250);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
+                                                      deadline - std::chrono::steady_clock::now()));
+      try {
+        call(std::min(left, kSlice));
+        return;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kTimeout) throw;
+        if (ctx->IsCancelled()) throw Error(ErrorKind::kPeerGone, "the store call was cancelled");
+        if (left > kSlice) continue;
+        // "store wait timed out after 250 ms; missing keys: k" -> the whole wait's duration.
+        const std::string what = e.what();
+        const size_t rest = what.find(';');
+        throw Error(ErrorKind::kTimeout, "store wait timed out after " +
+                                             std::to_string(timeout.count()) + " ms" +
+                                             (rest == std::string::npos ? "" : what.substr(rest)));
+      }
+    }
   }
 
   static std::string Metadata(grpc::ServerContext* ctx, const char* key) {

@@ -152,6 +152,26 @@ TEST_F(CoordinatorGrpcTest, StoreRoundTripsOverGrpc) {
   }
 }
 
+// A rank blocked in a long store wait (a barrier whose peer hung) must neither hold the launcher's
+// exit for its whole timeout nor keep a server thread after the call is gone.
+TEST_F(CoordinatorGrpcTest, AnHourLongStoreWaitDoesNotHoldTheServersShutdown) {
+  auto client = std::make_shared<core::CoordinatorClient>(address(), "secret");
+  auto store = core::MakeCoordinatorStore(client);
+  auto waiter = std::async(std::launch::async, [&] {
+    try {
+      store->Wait({"never"}, std::chrono::hours(1));
+      return std::string("returned");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  // Nothing signals that the call reached the server's handler; give it the time to get there.
+  std::this_thread::sleep_for(milliseconds(300));
+  server_.Shutdown();
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_NE(waiter.get(), "returned");
+}
+
 TEST_F(CoordinatorGrpcTest, WrongTokenCannotReadWriteRegisterOrReport) {
   auto bad = std::make_shared<core::CoordinatorClient>(address(), "guess");
   auto store = core::MakeCoordinatorStore(bad);
