@@ -155,6 +155,8 @@ bool FlightEntryFromJson(const json& e, FlightEntry* out) {
 
 namespace {
 
+constexpr size_t kKeptReadBuffer = 8 << 20;
+
 // Keeps the newest `max_entries` by seq, sorted; counts the rest in `dropped_entries`.
 void SortAndBound(size_t max_entries, FlightDump* flight) {
   std::vector<FlightEntry>& entries = flight->entries;
@@ -177,10 +179,15 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
                      std::vector<std::string>* problems, size_t max_entries) {
   max_entries = std::clamp<size_t>(max_entries, 1, kMaxFlightEntries);
   {
-    std::string text;
+    // One buffer per thread, kept between files (a few MiB at most): thousands of ~1 MiB reads
+    // would otherwise each grow a string from nothing, and simdjson finds its padding in it.
+    thread_local std::string text;
     const base::ReadStatus status = base::ReadFileBounded(path, kMaxFlightBytes, &text);
+    const bool fast =
+        status == base::ReadStatus::kOk && detail::ReadFlightFast(text, max_entries, out);
+    if (text.capacity() > kKeptReadBuffer) std::string().swap(text);
     if (status == base::ReadStatus::kMissing) return FileState::kAbsent;
-    if (status == base::ReadStatus::kOk && detail::ReadFlightFast(text, max_entries, out)) {
+    if (fast) {
       SortAndBound(max_entries, out);
       return FileState::kOk;
     }
