@@ -102,7 +102,7 @@ void NoteSkippedTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
   diagnosis->details.push_back(
       "PyTorch flight recorder: the dumps of " + std::to_string(run.torch_dumps_skipped) +
       " ranks not read (a world of " + std::to_string(run.world_size) +
-      " ranks; dlaunch's own flight recorders cover them, and the culprits' dumps were read)");
+      " ranks; dlaunch's own flight recorders cover them; a culprit's dump is read)");
 }
 
 }  // namespace dlaunch::launcher
