@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake make pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-program-options-dev nlohmann-json3-dev libgloo-dev
+  libboost-program-options-dev nlohmann-json3-dev libsimdjson-dev libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin

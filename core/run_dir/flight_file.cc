@@ -1,9 +1,11 @@
 #include "core/run_dir/flight_file.h"
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/base/files.h"
+#include "core/run_dir/flight_fast_reader.h"
 #include "core/run_dir/json_fields.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/schema.h"
@@ -151,8 +153,47 @@ bool FlightEntryFromJson(const json& e, FlightEntry* out) {
   return true;
 }
 
+namespace {
+
+constexpr size_t kKeptReadBuffer = 8 << 20;
+
+// Keeps the newest `max_entries` by seq, sorted; counts the rest in `dropped_entries`.
+void SortAndBound(size_t max_entries, FlightDump* flight) {
+  std::vector<FlightEntry>& entries = flight->entries;
+  auto by_seq = [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; };
+  if (!std::is_sorted(entries.begin(), entries.end(), by_seq)) {
+    std::sort(entries.begin(), entries.end(), by_seq);
+  }
+  if (entries.size() > max_entries) {
+    const size_t drop = entries.size() - max_entries;
+    flight->dropped_entries += static_cast<int64_t>(drop);
+    std::vector<FlightEntry> kept(std::make_move_iterator(entries.begin() + drop),
+                                  std::make_move_iterator(entries.end()));
+    entries = std::move(kept);
+  }
+}
+
+}  // namespace
+
 FileState ReadFlight(const std::string& path, const std::string& label, FlightDump* out,
-                     std::vector<std::string>* problems) {
+                     std::vector<std::string>* problems, size_t max_entries) {
+  max_entries = std::clamp<size_t>(max_entries, 1, kMaxFlightEntries);
+  {
+    // One buffer per thread, kept between files (a few MiB at most): thousands of ~1 MiB reads
+    // would otherwise each grow a string from nothing, and simdjson finds its padding in it.
+    thread_local std::string text;
+    const base::ReadStatus status = base::ReadFileBounded(path, kMaxFlightBytes, &text);
+    const bool fast =
+        status == base::ReadStatus::kOk && detail::ReadFlightFast(text, max_entries, out);
+    if (text.capacity() > kKeptReadBuffer) std::string().swap(text);
+    if (status == base::ReadStatus::kMissing) return FileState::kAbsent;
+    if (fast) {
+      SortAndBound(max_entries, out);
+      return FileState::kOk;
+    }
+  }
+  // Anything the fast path declines is read (and its problems worded) as it always was.
+  *out = FlightDump();
   json j;
   if (FileState state =
           detail::ReadJsonObject(path, label, kFlightSchema, kMaxFlightBytes, &j, problems);
@@ -182,8 +223,7 @@ FileState ReadFlight(const std::string& path, const std::string& label, FlightDu
     FlightEntry entry;
     if (FlightEntryFromJson((*entries)[i], &entry)) flight.entries.push_back(std::move(entry));
   }
-  std::sort(flight.entries.begin(), flight.entries.end(),
-            [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });
+  SortAndBound(max_entries, &flight);
   return FileState::kOk;
 }
 

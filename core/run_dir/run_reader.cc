@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/base/format.h"
+#include "core/base/parallel.h"
 #include "core/error.h"
 #include "core/run_dir/rank_logs.h"
 
@@ -16,16 +17,44 @@ namespace {
 // A rank list in a problem line stays short even for a hostile world size.
 constexpr size_t kMaxMissingListed = 16;
 
+// What the bound on kept entries cost, when it could matter: when one rank's newest entry is
+// older than another's oldest kept one, the two ranks' records no longer overlap, so a rank far
+// behind can't be compared with the rest at the collective it is stuck in.
+std::optional<std::string> DescribeDroppedEntries(const std::vector<RankFiles>& ranks,
+                                                  size_t kept) {
+  int trimmed = 0;
+  int64_t lowest_newest = INT64_MAX, highest_oldest = INT64_MIN;
+  for (const RankFiles& r : ranks) {
+    if (r.flight_state != FileState::kOk || r.flight.entries.empty()) continue;
+    lowest_newest = std::min(lowest_newest, r.flight.entries.back().seq);
+    if (r.flight.dropped_entries == 0) continue;
+    ++trimmed;
+    highest_oldest = std::max(highest_oldest, r.flight.entries.front().seq);
+  }
+  if (trimmed == 0 || lowest_newest >= highest_oldest) return std::nullopt;
+  return "flight records: only the newest " + std::to_string(kept) + " entries of each of " +
+         std::to_string(ranks.size()) + " ranks kept (" + std::to_string(trimmed) +
+         " held more), and some rank's newest entry (#" + std::to_string(lowest_newest) +
+         ") is older than what others kept";
+}
+
 }  // namespace
 
-RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* problems) {
+size_t FlightEntriesKept(int64_t world, int64_t budget) {
+  if (world <= 0) return kMaxFlightEntries;
+  return static_cast<size_t>(std::clamp<int64_t>(budget / world, kMinFlightEntriesKept,
+                                                 static_cast<int64_t>(kMaxFlightEntries)));
+}
+
+RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* problems,
+                        size_t max_flight_entries) {
   RankFiles files;
   files.rank = rank;
   std::error_code ec;
   files.dir_present = fs::is_directory(dir.path(), ec);
   if (!files.dir_present) return files;
-  files.flight_state =
-      ReadFlight(dir.flight(), RankFileLabel(rank, dir.flight()), &files.flight, problems);
+  files.flight_state = ReadFlight(dir.flight(), RankFileLabel(rank, dir.flight()), &files.flight,
+                                  problems, max_flight_entries);
   ReadEvents(dir.events(), RankFileLabel(rank, dir.events()), &files.events, problems);
   ErrorReport error;
   if (ReadError(dir.error(), RankFileLabel(rank, dir.error()), &error, problems) ==
@@ -40,7 +69,7 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
   return files;
 }
 
-RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint) {
+RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint, int64_t flight_entry_budget) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) {
     throw Error(ErrorKind::kInvalidArgument, "run directory " + run_dir + " does not exist");
@@ -93,9 +122,20 @@ RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint) {
                            std::to_string(kMaxRanks) + " or more ignored");
   }
 
+  // The folders are read on a few threads; each rank's problems are kept apart and joined in rank
+  // order, so the report does not depend on the threads.
   run.ranks.resize(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    run.ranks[r] = ReadRankFiles(root.rank(r), r, &run.problems);
+  const size_t kept = FlightEntriesKept(world, flight_entry_budget);
+  std::vector<std::vector<std::string>> rank_problems(run.ranks.size());
+  base::ParallelFor(run.ranks.size(), base::ReadThreads(), [&](size_t r) {
+    const int rank = static_cast<int>(r);
+    run.ranks[r] = ReadRankFiles(root.rank(rank), rank, &rank_problems[r], kept);
+  });
+  for (std::vector<std::string>& lines : rank_problems) {
+    for (std::string& line : lines) run.problems.push_back(std::move(line));
+  }
+  if (std::optional<std::string> line = DescribeDroppedEntries(run.ranks, kept)) {
+    run.problems.push_back(std::move(*line));
   }
   // Flight dumps may know a larger world than the folders do (folders lost with a node).
   int64_t claimed = world;

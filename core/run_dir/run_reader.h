@@ -17,6 +17,15 @@
 namespace dlaunch::rundir {
 
 inline constexpr size_t kStderrTailLines = 8;
+// Flight-recorder entries kept over all ranks: a world of thousands keeps each rank's newest
+// kFlightEntryBudget / world (at least kMinFlightEntriesKept), so memory stays bounded. A hang
+// is diagnosed at the frontier collectives; older entries only repeat what completed.
+inline constexpr int64_t kFlightEntryBudget = 1000000;
+inline constexpr int64_t kMinFlightEntriesKept = 64;
+
+// Entries kept per rank in a world of `world` ranks: budget / world, from kMinFlightEntriesKept to
+// kMaxFlightEntries (all of them up to 10 ranks at the default budget).
+size_t FlightEntriesKept(int64_t world, int64_t budget = kFlightEntryBudget);
 
 // One rank folder as read.
 struct RankFiles {
@@ -42,13 +51,18 @@ struct RunFiles {
   std::vector<std::string> problems;  // missing or unreadable inputs, one sentence each
 };
 
-// Reads one rank folder. Never throws.
-RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* problems);
+// Reads one rank folder, keeping the newest `max_flight_entries` flight entries. Never throws;
+// blocks on the folder's file reads.
+RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* problems,
+                        size_t max_flight_entries = kMaxFlightEntries);
 
 // Reads a run directory. Blocks on file reads only (never on a FIFO). Never throws for bad
 // contents; throws Error(kInvalidArgument) when `run_dir` is not a readable directory. The world
 // is the largest of `world_size_hint`, the summary's ranks, the rank folders and the flight
-// dumps' world_size, at most kMaxRanks; ranks without a folder are named in `problems`.
-RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint = 0);
+// dumps' world_size, at most kMaxRanks; ranks without a folder are named in `problems`. Reads the
+// folders on base::ReadThreads() threads, each rank's newest FlightEntriesKept(world, budget)
+// entries; a problem line says so only when ranks' kept records no longer overlap.
+RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint = 0,
+                    int64_t flight_entry_budget = kFlightEntryBudget);
 
 }  // namespace dlaunch::rundir

@@ -56,7 +56,9 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
   }
   Diagnosis d = Analyze(run);
   AttachNcclVerdicts(run_dir, &d);
+  ReadCulpritTorchFlight(d, &run);
   AttachTorchFlight(run, &d);
+  NoteSkippedTorchFlight(run, &d);
   WriteReportFiles(run, &d, run_dir);
   return d;
 }

@@ -75,7 +75,9 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
     RunSnapshot run = LoadRunDir(run_dir, vm["world-size"].as<int>());
     Diagnosis diagnosis = Analyze(run);
     AttachNcclVerdicts(run_dir, &diagnosis);
+    ReadCulpritTorchFlight(diagnosis, &run);
     AttachTorchFlight(run, &diagnosis);
+    NoteSkippedTorchFlight(run, &diagnosis);
     if (vm.count("trace")) {
       const std::string path = rundir::RunDir(run_dir).trace();
       try {

@@ -1,5 +1,8 @@
 #include "launcher/diagnose/run_snapshot.h"
 
+#include <algorithm>
+
+#include "core/base/parallel.h"
 #include "launcher/diagnose/python_evidence.h"
 
 namespace dlaunch::launcher {
@@ -28,6 +31,23 @@ void DropAgentFrames(std::vector<std::string>* lines) {
 
 }  // namespace
 
+namespace {
+
+// torch's dumps of the ranks in `which` (indexes into run->ranks), on a few threads; problems
+// joined in rank order.
+void ReadTorchFlightOf(const std::vector<size_t>& which, RunSnapshot* run) {
+  std::vector<std::vector<std::string>> problems(which.size());
+  base::ParallelFor(which.size(), base::ReadThreads(), [&](size_t i) {
+    RankRecord& record = run->ranks[which[i]];
+    ReadTorchFlight(rundir::RunDir(run->run_dir).rank(record.rank), &record, &problems[i]);
+  });
+  for (std::vector<std::string>& lines : problems) {
+    for (std::string& line : lines) run->problems.push_back(std::move(line));
+  }
+}
+
+}  // namespace
+
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   rundir::RunFiles files = rundir::ReadRunDir(run_dir, world_size_hint);
   RunSnapshot run;
@@ -35,15 +55,41 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
   run.world_size = files.world_size;
   run.live_diagnosis = std::move(files.live_diagnosis);
   run.problems = std::move(files.problems);
-  run.ranks.reserve(files.ranks.size());
-  for (rundir::RankFiles& rank : files.ranks) {
-    RankRecord record;
-    static_cast<rundir::RankFiles&>(record) = std::move(rank);
-    const rundir::RankDir dir = rundir::RunDir(run.run_dir).rank(record.rank);
+  run.ranks.resize(files.ranks.size());
+  std::vector<std::vector<std::string>> tail_problems(files.ranks.size());
+  base::ParallelFor(files.ranks.size(), base::ReadThreads(), [&](size_t r) {
+    RankRecord& record = run.ranks[r];
+    static_cast<rundir::RankFiles&>(record) = std::move(files.ranks[r]);
     DropAgentFrames(&record.stderr_tail);
-    MergeFlightTail(dir, &record, &run.problems);
-    ReadTorchFlight(dir, &record, &run.problems);
-    run.ranks.push_back(std::move(record));
+    MergeFlightTail(rundir::RunDir(run.run_dir).rank(record.rank), &record, &tail_problems[r]);
+  });
+  for (std::vector<std::string>& lines : tail_problems) {
+    for (std::string& line : lines) run.problems.push_back(std::move(line));
+  }
+  // torch's pickles cost ~0.2 s each: past kTorchDumpsOfEveryRank ranks, only the ranks with no
+  // flight recorder of dlaunch's are read (ReadCulpritTorchFlight adds the culprits' later).
+  const bool any_flight = std::any_of(run.ranks.begin(), run.ranks.end(), [](const RankRecord& r) {
+    return r.flight_state == rundir::FileState::kOk;
+  });
+  const bool every_rank = run.world_size <= kTorchDumpsOfEveryRank || !any_flight;
+  std::vector<size_t> torch_ranks;
+  std::vector<char> skipped(run.ranks.size(), 0);
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    if (every_rank || run.ranks[r].flight_state != rundir::FileState::kOk) {
+      torch_ranks.push_back(r);
+    }
+  }
+  ReadTorchFlightOf(torch_ranks, &run);
+  if (!every_rank) {
+    base::ParallelFor(run.ranks.size(), base::ReadThreads(), [&](size_t r) {
+      const RankRecord& record = run.ranks[r];
+      if (record.flight_state != rundir::FileState::kOk) return;
+      skipped[r] =
+          !python::FindTorchFlightDumps(rundir::RunDir(run.run_dir).rank(record.rank).path())
+               .empty();
+    });
+    run.torch_dumps_skipped = static_cast<int>(std::count(skipped.begin(), skipped.end(), 1));
+    run.torch_skipped_ranks = std::move(skipped);
   }
   UseTorchFlightWithoutOther(&run);
   if (files.summary) {
@@ -61,6 +107,27 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
     }
   }
   return run;
+}
+
+void ReadCulpritTorchFlight(const Diagnosis& diagnosis, RunSnapshot* run) {
+  std::vector<size_t> which;
+  for (int rank : diagnosis.culprit_ranks) {
+    const size_t r = static_cast<size_t>(rank);
+    if (rank < 0 || r >= run->torch_skipped_ranks.size() || !run->torch_skipped_ranks[r]) continue;
+    if (which.size() >= kCulpritTorchDumps) break;
+    which.push_back(r);
+    run->torch_skipped_ranks[r] = 0;
+    --run->torch_dumps_skipped;
+  }
+  ReadTorchFlightOf(which, run);
+}
+
+void NoteSkippedTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
+  if (run.torch_dumps_skipped <= 0) return;
+  diagnosis->details.push_back(
+      "PyTorch flight recorder: the dumps of " + std::to_string(run.torch_dumps_skipped) +
+      " ranks not read (a world of " + std::to_string(run.world_size) +
+      " ranks; dlaunch's own flight recorders cover them; a culprit's dump is read)");
 }
 
 }  // namespace dlaunch::launcher

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/run_dir/run_reader.h"
+#include "launcher/diagnose/diagnosis.h"
 #include "launcher/diagnose/job_view.h"
 #include "launcher/python/torch_flight.h"
 
@@ -42,12 +43,28 @@ struct RunSnapshot {
   std::optional<rundir::Diagnosis> live_diagnosis;  // diagnosis.json written while the job ran
   std::vector<RankRecord> ranks;                    // index == rank
   std::vector<std::string> problems;  // missing or unreadable inputs, one sentence each
+  // Ranks whose torch flight-recorder dumps LoadRunDir left unread (see kTorchDumpsOfEveryRank):
+  // how many, and per rank (index == rank, 1 = skipped).
+  int torch_dumps_skipped = 0;
+  std::vector<char> torch_skipped_ranks;
 };
+
+// Up to this world size every rank's torch flight-recorder dumps are read; past it only those of
+// ranks without a flight recorder of dlaunch's (and, after the analysis, the culprits').
+inline constexpr int kTorchDumpsOfEveryRank = 64;
+inline constexpr size_t kCulpritTorchDumps = 16;  // at most, read after the analysis
 
 // Reads a run directory (rundir::ReadRunDir). Blocks on file reads only. Never throws for bad
 // contents; throws Error(kInvalidArgument) when `run_dir` is not a readable directory.
 // `world_size_hint` (0 = derive from summary.json, flight.json and the rank folders) names ranks
 // whose folders are missing.
+// Reads the rank folders on base::ReadThreads() threads; problems are in rank order all the same.
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint = 0);
+
+// Reads the torch dumps LoadRunDir skipped of `diagnosis`'s culprits (at most kCulpritTorchDumps),
+// so that AttachTorchFlight shows them. Blocks for ~0.2 s per dump. Never throws.
+void ReadCulpritTorchFlight(const Diagnosis& diagnosis, RunSnapshot* run);
+// One detail line saying how many ranks' torch dumps were not read; nothing when none.
+void NoteSkippedTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis);
 
 }  // namespace dlaunch::launcher
