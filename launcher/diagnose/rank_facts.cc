@@ -85,6 +85,8 @@ void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v)
 // Its own collective watchdog wrote that it timed out (error.json or a "timeout" event).
 bool ReportedTimeout(const RankRecord& rec) {
   if (rec.error && rundir::ParseEventKind(rec.error->kind) == EventKind::kTimeout) return true;
+  // A flight recorder that a dlaunch watchdog dumped when it fired says so too.
+  if (rec.flight_state == rundir::FileState::kOk && rec.flight.reason == "timeout") return true;
   return std::any_of(rec.events.events.begin(), rec.events.events.end(),
                      [](const Event& e) { return e.type() == EventKind::kTimeout; });
 }
