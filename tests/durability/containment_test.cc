@@ -57,7 +57,13 @@ class ContainmentTest : public DurabilityTest {
       GTEST_SKIP() << "no writable cgroup v2 with cgroup.kill here (rank in '" << cg << "')";
     }
     if (!want_cgroup) EXPECT_EQ(cg.find("/dlaunch-"), std::string::npos) << cg;
-    ExitWatch before(MarkedPids(marker));
+    // A rank between its "ready" line and its exec shows no environment for a moment.
+    std::set<pid_t> marked = MarkedPids(marker);
+    for (int i = 0; i < 100 && marked.size() < 2 * per_rank; ++i) {
+      std::this_thread::sleep_for(milliseconds(20));  // /proc has no event to wait on
+      marked = MarkedPids(marker);
+    }
+    ExitWatch before(marked);
     EXPECT_GE(before.watched(), 2 * per_rank) << "not every child was there";
     ASSERT_EQ(::kill(l.pid(), SIGKILL), 0);
     EXPECT_EQ(l.Wait(seconds(10)), 128 + SIGKILL);
