@@ -13,20 +13,12 @@
 #include <thread>
 
 #include "core/base/clock.h"
+#include "core/base/proc.h"
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
 #include "core/runtime.h"
 
-namespace {
-
 using namespace dlaunch;
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
-}  // namespace
 
 int main() {
   try {
@@ -35,11 +27,11 @@ int main() {
     // Registration returns once every rank registered: the end of the rendezvous.
     std::cout << "registered " << base::UnixMillis() << std::endl;
     const int world = runtime->world_size();
-    const int hang_rank = EnvInt("SCALE_HANG_RANK", -1);
-    const int hang_step = EnvInt("SCALE_HANG_STEP", 3);
-    const int steps = EnvInt("SCALE_STEPS", 1000000);
-    const auto step_time = std::chrono::milliseconds(EnvInt("SCALE_STEP_MS", 1000));
-    const int barrier_every = EnvInt("SCALE_BARRIER_EVERY", 0);
+    const int hang_rank = base::EnvInt("SCALE_HANG_RANK", -1);
+    const int hang_step = base::EnvInt("SCALE_HANG_STEP", 3);
+    const int steps = base::EnvInt("SCALE_STEPS", 1000000);
+    const auto step_time = std::chrono::milliseconds(base::EnvInt("SCALE_STEP_MS", 1000));
+    const int barrier_every = base::EnvInt("SCALE_BARRIER_EVERY", 0);
     core::FlightRecorder recorder(rank, world, "gloo");
     const std::string flight = runtime->rank_dir() + "/flight.json";
     runtime->OnCommand([&](core::CommandKind kind, const std::string&) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -27,6 +28,11 @@ std::string Hostname() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) return "";
   return host;
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
 }
 
 }  // namespace dlaunch::base

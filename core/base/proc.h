@@ -13,4 +13,7 @@ int64_t ProcStatusBytes(const char* field);
 // This host's name (gethostname); "" when it cannot be read.
 std::string Hostname();
 
+// The environment variable `name` as an integer; `fallback` when it is unset or empty.
+int EnvInt(const char* name, int fallback);
+
 }  // namespace dlaunch::base

@@ -19,6 +19,28 @@ namespace dlaunch::launcher {
 
 namespace po = boost::program_options;
 
+std::optional<int> ParseRunDirCommand(const std::vector<std::string>& args,
+                                      const std::string& command,
+                                      const po::options_description& visible,
+                                      po::variables_map* vm) {
+  po::options_description all;
+  all.add(visible).add_options()("run-dir", po::value<std::string>());
+  po::positional_options_description positional;
+  positional.add("run-dir", 1);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "dlaunch " << command << ": " << e.what() << "\n" << visible;
+    return 2;
+  }
+  if (vm->count("help")) {
+    std::cout << visible;
+    return 0;
+  }
+  return std::nullopt;
+}
+
 int RunDiagnoseCommand(const std::vector<std::string>& args) {
   po::options_description visible(
       "Usage: dlaunch diagnose <run-dir> [--json] [--trace]\n"
@@ -31,22 +53,8 @@ int RunDiagnoseCommand(const std::vector<std::string>& args) {
       "nccl-log", po::value<std::vector<std::string>>()->multitoken(),
       "analyze NCCL_DEBUG=INFO logs instead of a run directory: per-rank files or one file of "
       "interleaved ranks, from any launcher (mpirun, srun, torchrun)");
-  po::options_description all;
-  all.add(visible).add_options()("run-dir", po::value<std::string>());
-  po::positional_options_description positional;
-  positional.add("run-dir", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "dlaunch diagnose: " << e.what() << "\n" << visible;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << visible;
-    return 0;
-  }
+  if (std::optional<int> done = ParseRunDirCommand(args, "diagnose", visible, &vm)) return *done;
   if (vm.count("nccl-log")) {
     nccl_log::NcclReport report =
         nccl_log::Analyze(nccl_log::ParseFiles(vm["nccl-log"].as<std::vector<std::string>>()));

@@ -9,6 +9,7 @@
 #include "core/base/files.h"
 #include "core/error.h"
 #include "core/run_dir/paths.h"
+#include "launcher/diagnose/diagnose_command.h"
 #include "launcher/report/report_data.h"
 #include "launcher/report/report_page.h"
 
@@ -21,22 +22,8 @@ int RunReportCommand(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>(),
       "where to write the page (default: RUN_DIR/report.html)");
-  po::options_description all;
-  all.add(visible).add_options()("run-dir", po::value<std::string>());
-  po::positional_options_description positional;
-  positional.add("run-dir", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "dlaunch report: " << e.what() << "\n" << visible;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << visible;
-    return 0;
-  }
+  if (std::optional<int> done = ParseRunDirCommand(args, "report", visible, &vm)) return *done;
   if (!vm.count("run-dir")) {
     std::cerr << "dlaunch report: missing RUN_DIR (e.g. dlaunch-logs/<run-id>)\n" << visible;
     return 2;

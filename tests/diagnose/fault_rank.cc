@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
@@ -25,24 +26,15 @@
 #include "core/runtime.h"
 #include "core/telemetry.h"
 
-namespace {
-
 using namespace dlaunch;
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
-}  // namespace
 
 int main() {
   const char* fault_env = std::getenv("DIAG_FAULT");
   const std::string fault = fault_env ? fault_env : "none";
-  const int fault_rank = EnvInt("DIAG_FAULT_RANK", 2);
-  const int fault_seq = EnvInt("DIAG_FAULT_SEQ", 5);
-  const auto timeout = std::chrono::milliseconds(EnvInt("DIAG_TIMEOUT_MS", 3000));
-  const int steps = EnvInt("DIAG_STEPS", 10);
+  const int fault_rank = base::EnvInt("DIAG_FAULT_RANK", 2);
+  const int fault_seq = base::EnvInt("DIAG_FAULT_SEQ", 5);
+  const auto timeout = std::chrono::milliseconds(base::EnvInt("DIAG_TIMEOUT_MS", 3000));
+  const int steps = base::EnvInt("DIAG_STEPS", 10);
   // Blocked before any thread starts, so that only the dump thread below receives SIGTERM.
   sigset_t term;
   sigemptyset(&term);
