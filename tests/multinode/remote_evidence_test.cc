@@ -186,6 +186,25 @@ TEST_F(RemoteEvidenceTest, NativeRanksHangAndMismatchAcrossNodes) {
   }
 }
 
+#ifdef SCALE_RANK_BIN
+// The scale harness at a small size: 4 launchers of 5 scale_rank ranks; rank 13 (node 2) never
+// enters collective 3. The console groups the 19 waiting ranks: node 0's own (with their process
+// state) and the other nodes'.
+TEST_F(RemoteEvidenceTest, TheScaleHarnessRankHungOnNodeTwoIsNamedAndTheOthersAreOneLine) {
+  nproc_ = "5";
+  const auto exits = RunNodes(4, {SCALE_RANK_BIN}, {},
+                              {"SCALE_HANG_RANK=13", "SCALE_HANG_STEP=3", "SCALE_STEP_MS=200"});
+  EXPECT_EQ(exits[0], 3) << Console();
+  const nlohmann::json d = Diagnosis();
+  EXPECT_EQ(d["kind"], "hang") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({13})) << d.dump(2);
+  EXPECT_EQ(d["ranks"].size(), 20u);
+  EXPECT_TRUE(Has(Console(), "  rank 13 [culprit]: never entered #3")) << Console();
+  EXPECT_TRUE(Has(Console(), "  ranks 0-4: waiting in #3 for ")) << Console();
+  EXPECT_TRUE(Has(Console(), "  ranks 5-12,14-19: waiting in #3 for ")) << Console();
+}
+#endif
+
 // Two hosts with addresses and host names of their own.
 TEST_F(RemoteEvidenceTest, APythonHangAcrossNetworkNamespacesIsNamedWithItsStack) {
   if (!HavePythonTorch()) GTEST_SKIP() << "/usr/bin/python3 with torch is not available";
