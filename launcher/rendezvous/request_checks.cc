@@ -15,7 +15,6 @@ namespace {
 
 [[noreturn]] void Refuse(const std::string& why) { throw Error(ErrorKind::kInvalidArgument, why); }
 
-
 }  // namespace
 
 bool RankInWorld(int rank, const JobShape& shape) { return rank >= 0 && rank < shape.world_size; }
