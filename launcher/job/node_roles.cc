@@ -444,9 +444,9 @@ class JoiningNode : public NodeRole {
   // since gdb takes seconds and the stream must go on reading.
   void OnCommand(const v1::Command& cmd, Supervisor* supervisor) {
     if (cmd.kind() == v1::Command::DUMP) {
+      const std::map<int, std::string> dirs = RankDirs();
       for (const auto& live : supervisor->Live()) {
         if (live.exited) continue;
-        const std::map<int, std::string> dirs = RankDirs();
         if (auto it = dirs.find(live.rank); it != dirs.end()) {
           python::RequestAgentDump(it->second, cmd.reason());
         }

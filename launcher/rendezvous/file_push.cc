@@ -28,6 +28,11 @@ int64_t Nanos(const struct timespec& t) {
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
+// Never waits on a FIFO put in a file's place.
+base::UniqueFd OpenToRead(const std::string& path) {
+  return base::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+}
+
 // Reads [at, at + n) of `fd`; false on an I/O error or when the file is shorter now.
 bool ReadAt(int fd, int64_t at, int64_t n, std::string* out) {
   out->resize(static_cast<size_t>(n));
@@ -115,7 +120,7 @@ bool RankFilePusher::Push(const std::map<int, std::string>& rank_dirs, Check che
       // The same size in place: the same bytes (only the times moved, or a racy entry), or a
       // rewrite, which needs a whole version.
       if (sent.inode == st.st_ino && sent.size == st.st_size && sent.size <= kThoroughMax) {
-        base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+        base::UniqueFd fd = OpenToRead(path);
         const std::optional<uint32_t> crc =
             fd.get() < 0 ? std::nullopt : CrcOfPrefix(fd.get(), sent.size);
         if (crc && *crc == sent.crc) {
@@ -127,7 +132,7 @@ bool RankFilePusher::Push(const std::map<int, std::string>& rank_dirs, Check che
       }
       int64_t from = 0;  // a whole version, unless the file only grew
       if (sent.inode == st.st_ino && st.st_size > sent.size) {
-        base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+        base::UniqueFd fd = OpenToRead(path);
         if (fd.get() < 0) continue;
         if (PrefixUnchanged(fd.get(), sent, thorough)) from = sent.size;
       }
@@ -157,7 +162,7 @@ void RankFilePusher::Forget() {
 
 bool RankFilePusher::SendFile(int rank, const std::string& name, const std::string& path,
                               int64_t from, Sent* sent) {
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  base::UniqueFd fd = OpenToRead(path);
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return true;
   const bool whole = from == 0;

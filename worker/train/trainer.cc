@@ -1,6 +1,7 @@
 // RunTrain: set-up, the training step, distributed evaluation and checkpoints of `dlaunch train`.
-// Kept whole past 600 lines: every part here needs torch's headers (~20 s of build per file), and
-// the Trainer's methods share its state; the torch-free parts already live in their own files.
+// Longer than 600 lines, and kept whole: every part here needs torch's headers (~20 s of build per
+// file), and the Trainer's methods share its state; the torch-free parts already live in their own
+// files.
 #include <ATen/autocast_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
