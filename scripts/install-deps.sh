@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin
-  gdb iproute2 procps openssl
+  gdb elfutils iproute2 procps openssl
   slurm-wlm munge
 )
 for flag in "$@"; do

@@ -239,7 +239,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
     return job_.RemoteStacks(remote_silent, options_.stack_timeout + kRemoteMargin);
   });
   for (const StackResult& r :
-       CaptureStacksInto(targets, options_.stack_timeout, options_.gdb_path)) {
+       CaptureStacksInto(targets, options_.stack_timeout, options_.stack_tool)) {
     process_state[r.rank] = r.process_state;
     if (!r.problem.empty()) write_problems.push_back(r.problem);
   }

@@ -31,9 +31,9 @@ class HangMonitor {
     std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
     // How long to wait for fresh flight.json files after asking for dumps.
     std::chrono::milliseconds dump_wait{std::chrono::seconds(2)};
-    // Bound on one gdb run; ranks are captured in parallel.
+    // Bound on one stack tool run (eu-stack or gdb); ranks are captured in parallel.
     std::chrono::milliseconds stack_timeout{std::chrono::seconds(10)};
-    std::string gdb_path = "gdb";
+    std::string stack_tool;  // "" = DefaultStackTool(): eu-stack where installed, else gdb
     // Write diagnosis.txt, diagnosis.json and trace.json into the run directory.
     bool write_files = true;
   };

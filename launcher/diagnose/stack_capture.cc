@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,7 +44,27 @@ std::string StateWord(char c) {
   }
 }
 
+bool IsEuStack(const std::string& tool) {
+  const size_t slash = tool.rfind('/');
+  return tool.compare(slash == std::string::npos ? 0 : slash + 1, 8, "eu-stack") == 0;
+}
+
+bool OnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+const std::string& DefaultStackTool() {
+  static const std::string tool = OnPath("eu-stack") ? "eu-stack" : "gdb";
+  return tool;
+}
 
 std::string ProcessState(int pid) {
   if (pid <= 0) return "";
@@ -56,14 +77,15 @@ std::string ProcessState(int pid) {
   return StateWord(stat[close + 2]);
 }
 
-StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
-                           const std::string& gdb_path) {
+StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout, const std::string& tool) {
+  const std::string& gdb_path = tool.empty() ? DefaultStackTool() : tool;
+  const bool eu = IsEuStack(gdb_path);
   StackCapture result;
   result.process_state = ProcessState(pid);
   std::ostringstream text;
   text << "# native stacks of pid " << pid << " (process state "
        << (result.process_state.empty() ? "gone" : result.process_state) << ") via " << gdb_path
-       << " -p " << pid << " -batch -ex \"thread apply all bt\"\n";
+       << " -p " << pid << (eu ? "" : " -batch -ex \"thread apply all bt\"") << "\n";
   if (result.process_state.empty()) {
     text << "process " << pid << " no longer exists: no stacks\n";
     result.text = text.str();
@@ -88,8 +110,13 @@ StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::setpgid(0, 0);
-    ::execlp(gdb_path.c_str(), gdb_path.c_str(), "-nx", "-p", pid_arg.c_str(), "-batch", "-ex",
-             "set pagination off", "-ex", "thread apply all bt", static_cast<char*>(nullptr));
+    if (eu) {
+      ::execlp(gdb_path.c_str(), gdb_path.c_str(), "-p", pid_arg.c_str(),
+               static_cast<char*>(nullptr));
+    } else {
+      ::execlp(gdb_path.c_str(), gdb_path.c_str(), "-nx", "-p", pid_arg.c_str(), "-batch", "-ex",
+               "set pagination off", "-ex", "thread apply all bt", static_cast<char*>(nullptr));
+    }
     ::_exit(kExecFailed);
   }
   ::close(fds[1]);
@@ -119,16 +146,18 @@ StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kExecFailed && output.empty()) {
-    text << "gdb not found (" << gdb_path
-         << "): install gdb to capture native stacks of hung ranks\n";
+    text << (eu ? "eu-stack" : "gdb") << " not found (" << gdb_path
+         << "): install elfutils or gdb to capture native stacks of hung ranks\n";
     result.text = text.str();
     return result;
   }
   text << output;
   if (timed_out) {
-    text << "\n# gdb did not finish within " << timeout.count() << " ms and was killed\n";
+    text << "\n# " << (eu ? "eu-stack" : "gdb") << " did not finish within " << timeout.count()
+         << " ms and was killed\n";
   }
-  if (output.find("ptrace: Operation not permitted") != std::string::npos) {
+  if (output.find("ptrace: Operation not permitted") != std::string::npos ||
+      (eu && output.find("Operation not permitted") != std::string::npos)) {
     text << "\n# ptrace is not permitted: run as the same user with kernel.yama.ptrace_scope=0, "
             "or give the launcher CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE)\n";
   }
@@ -139,11 +168,11 @@ StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout,
 
 std::vector<StackResult> CaptureStacksInto(const std::vector<StackTarget>& targets,
                                            std::chrono::milliseconds timeout,
-                                           const std::string& gdb_path) {
+                                           const std::string& tool) {
   std::vector<std::future<StackCapture>> captures;
   for (const StackTarget& t : targets) {
-    captures.push_back(std::async(
-        std::launch::async, [&, pid = t.pid] { return CaptureStacks(pid, timeout, gdb_path); }));
+    captures.push_back(std::async(std::launch::async,
+                                  [&, pid = t.pid] { return CaptureStacks(pid, timeout, tool); }));
   }
   std::vector<StackResult> results;
   for (size_t i = 0; i < targets.size(); ++i) {

@@ -8,7 +8,21 @@
 namespace dlaunch::launcher {
 namespace {
 
-// The main thread's frames ("Thread 1" in gdb's output), innermost first.
+// The main thread of eu-stack's output ("PID P - process", then "TID T:" blocks): TID == PID.
+std::string EuStackMainThread(const std::string& stacks) {
+  static const std::regex pid_re(R"((?:^|\n)PID ([0-9]+) - process)");
+  std::smatch m;
+  if (!std::regex_search(stacks, m, pid_re)) return "";
+  const std::string head = "TID " + m[1].str() + ":";
+  size_t at = stacks.find("\n" + head);
+  if (at == std::string::npos) return "";
+  ++at;
+  size_t end = stacks.find("\nTID ", at + 1);
+  return stacks.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// The main thread's frames ("Thread 1" in gdb's output, the process's own TID in eu-stack's),
+// innermost first.
 std::string MainThreadStack(const std::string& stacks) {
   size_t at = stacks.rfind("\nThread 1 ");
   if (at != std::string::npos) {
@@ -16,7 +30,7 @@ std::string MainThreadStack(const std::string& stacks) {
   } else if (stacks.rfind("Thread 1 ", 0) == 0) {
     at = 0;
   } else {
-    return "";
+    return EuStackMainThread(stacks);
   }
   size_t end = stacks.find("\n\n", at + 1);
   return stacks.substr(at, end == std::string::npos ? std::string::npos : end - at);
@@ -26,12 +40,15 @@ std::string MainThreadStack(const std::string& stacks) {
 std::string StackTop(const std::string& main) {
   std::istringstream in(main);
   std::string line;
-  std::getline(in, line);  // "Thread 1 (...)"
-  static const std::regex frame_re(R"(^#[0-9]+\s+(?:0x[0-9a-fA-F]+ in )?([^\s(]+))");
+  std::getline(in, line);  // "Thread 1 (...)" or "TID N:"
+  // gdb: "#0  0x... in poll () from ...", "#1  main () at x.cc:3"; eu-stack: "#0  0x... poll",
+  // "#3  0x..." for a frame without a symbol.
+  static const std::regex frame_re(R"(^#[0-9]+\s+(?:0x[0-9a-fA-F]+(?: in)?\s*)?([^\s(]*))");
   std::vector<std::string> frames;
   while (std::getline(in, line) && !line.empty() && frames.size() < 4) {
     std::smatch m;
-    if (std::regex_search(line, m, frame_re)) frames.push_back(m[1].str());
+    if (std::regex_search(line, m, frame_re))
+      frames.push_back(m[1].str().empty() ? "??" : m[1].str());
   }
   std::string out;
   for (const std::string& f : frames) out += (out.empty() ? "" : " < ") + f;

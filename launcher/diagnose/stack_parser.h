@@ -22,7 +22,7 @@ struct StackSummary {
   std::string top;  // innermost frames, "poll < gloo::...::wait < main"
 };
 
-// The main thread ("Thread 1") of gdb's output.
+// The main thread of gdb's output ("Thread 1") or of eu-stack's (the TID equal to the PID).
 StackSummary ParseGdbStacks(const std::string& stacks);
 
 // The main thread (`Thread ID "NAME" (main) (most recent call last):`) of py_stacks.txt; `top` is

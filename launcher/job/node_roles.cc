@@ -467,7 +467,7 @@ class JoiningNode : public NodeRole {
       const HangMonitor::Options defaults;
       std::vector<v1::RankProcess> processes;
       for (const StackResult& r :
-           CaptureStacksInto(targets, defaults.stack_timeout, defaults.gdb_path)) {
+           CaptureStacksInto(targets, defaults.stack_timeout, defaults.stack_tool)) {
         v1::RankProcess p;
         p.set_rank(r.rank);
         p.set_state(r.process_state);

@@ -10,6 +10,8 @@
 
 #include <chrono>
 
+#include "launcher/diagnose/stack_parser.h"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -47,6 +49,41 @@ TEST_F(StoppedChild, GdbCapturesAllThreadsAndLeavesItStopped) {
   EXPECT_THAT(capture.text, HasSubstr("#0 "));
   EXPECT_THAT(capture.text, HasSubstr(" in main ()"));
   EXPECT_EQ(ProcessState(pid_), "T (stopped)");
+}
+
+// eu-stack: the fast tool, a stopped process left stopped, its main thread read by the parser.
+TEST_F(StoppedChild, EuStackCapturesTheMainThreadAndLeavesItStopped) {
+  if (::access("/usr/bin/eu-stack", X_OK) != 0) GTEST_SKIP() << "elfutils is not installed";
+  StackCapture capture = CaptureStacks(pid_, std::chrono::seconds(30), "/usr/bin/eu-stack");
+  if (capture.text.find("Operation not permitted") != std::string::npos) {
+    GTEST_SKIP() << "ptrace is not permitted here";
+  }
+  EXPECT_TRUE(capture.ok) << capture.text;
+  EXPECT_EQ(capture.process_state, "T (stopped)");
+  EXPECT_THAT(capture.text, HasSubstr("TID " + std::to_string(pid_) + ":"));
+  EXPECT_EQ(ProcessState(pid_), "T (stopped)");
+  const StackSummary summary = ParseGdbStacks(capture.text);
+  EXPECT_THAT(summary.top, HasSubstr("pause")) << capture.text;
+  EXPECT_EQ(summary.activity, StackActivity::kWait) << capture.text;
+  EXPECT_EQ(DefaultStackTool(), "eu-stack");
+}
+
+TEST(StackParserTest, EuStackMainThreadIsTheProcessOwnTid) {
+  const std::string text =
+      "# native stacks of pid 42 (process state S (sleeping)) via eu-stack -p 42\n"
+      "PID 42 - process\n"
+      "TID 43:\n"
+      "#0  0x00007f5598e5ac82 __sigtimedwait\n"
+      "TID 42:\n"
+      "#0  0x00007f5598f1f829 syscall\n"
+      "#1  0x00007f55acb8c1fc\n"
+      "#2  0x000055a314fae7c2 gloo::transport::tcp::UnboundBuffer::waitRecv\n"
+      "#3  0x000055a314f72e0b main\n"
+      "TID 44:\n"
+      "#0  0x00007f5598e5ac82 poll\n";
+  const StackSummary summary = ParseGdbStacks(text);
+  EXPECT_EQ(summary.top, "syscall < ?? < gloo::transport::tcp::UnboundBuffer::waitRecv < main");
+  EXPECT_EQ(summary.activity, StackActivity::kCollective);
 }
 
 TEST_F(StoppedChild, MissingGdbIsSaidInTheText) {
