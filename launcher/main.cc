@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "launcher/builtins.h"
+#include "launcher/diagnose/dump_command.h"
 #include "launcher/job/job.h"
 #include "launcher/options.h"
 #include "launcher/report/report_command.h"
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
         return RunDiagnose(options.program);
       case Command::kReport:
         return RunReportCommand(options.program);
+      case Command::kDump:
+        return RunDumpCommand(options.program);
       default:
         if (PrintBuiltinHelp(options)) return kExitOk;
         return RunJob(options, SelfExe(argv[0]));

@@ -10,7 +10,17 @@
 
 namespace dlaunch::launcher {
 
-enum class Command { kProgram, kTrain, kPreflight, kDiagnose, kReport, kDoctor, kHelp, kVersion };
+enum class Command {
+  kProgram,
+  kTrain,
+  kPreflight,
+  kDiagnose,
+  kReport,
+  kDoctor,
+  kHelp,
+  kVersion,
+  kDump
+};
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;

@@ -22,6 +22,7 @@ HostedCoordinator::HostedCoordinator(CoordinatorConfig config, const std::string
 }
 
 HostedCoordinator::~HostedCoordinator() {
+  dumps_.reset();
   Shutdown();
   handler_.SetListener(nullptr);
 }
@@ -34,10 +35,16 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     world_size_ = plan.world_size();
     attempt_ = plan.membership().attempt;
   }
+  // A dump in progress ends with the attempt it dumps.
+  dumps_.reset();
+  monitor_.reset();
+  view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
+  LiveDumpOptions dump;
+  dump.attempt = plan.membership().attempt;
+  dumps_ = std::make_unique<DumpService>(view_, dump);
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
   if (plan.options().hang_timeout.count() <= 0) return;
-  view_ = std::make_unique<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
   HangMonitor::Options ho;
   ho.hang_timeout = plan.options().hang_timeout;
   ho.silence_is_hang = plan.options().hang_on_silence;
@@ -48,6 +55,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
 }
 
 void HostedCoordinator::Tick() {
+  if (dumps_ && !hang_diagnosed_) dumps_->Poll();
   if (!monitor_) return;
   if (auto d = monitor_->Poll(base::UnixMillis())) {
     hang_diagnosed_ = true;

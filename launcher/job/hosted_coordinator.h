@@ -9,6 +9,7 @@
 #include <string>
 
 #include "launcher/diagnose/hang_monitor.h"
+#include "launcher/job/dump_service.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/live_job.h"
 #include "launcher/rendezvous/coordinator.h"
@@ -26,10 +27,11 @@ class HostedCoordinator : public CoordinatorListener {
   int port() const { return server_->port(); }
   CoordinatorHandler& handler() { return handler_; }
 
-  // From now on notices stop `supervisor`, and the hang monitor watches every rank of `plan`
-  // (none with --hang-timeout 0).
+  // From now on notices stop `supervisor`, the hang monitor watches every rank of `plan` (none
+  // with --hang-timeout 0) and dump requests (dlaunch dump) are answered.
   void Watch(const JobPlan& plan, Supervisor* supervisor);
-  // On the supervisor's tick: a diagnosed hang is printed and stops the attempt (exit code 3).
+  // On the supervisor's tick: a diagnosed hang is printed and stops the attempt (exit code 3); a
+  // new dump request starts its dump.
   void Tick();
   bool hang_diagnosed() const { return hang_diagnosed_; }
   int attempt() const { return attempt_; }  // the attempt Watch was last given
@@ -61,8 +63,9 @@ class HostedCoordinator : public CoordinatorListener {
   int attempt_ = 0;
   std::map<int, std::string> rank_errors_;
   std::map<int, std::string> root_mismatch_;  // rank -> the mismatch RootCause named it for
-  std::unique_ptr<LiveJobView> view_;
+  std::shared_ptr<LiveJobView> view_;
   std::unique_ptr<HangMonitor> monitor_;
+  std::unique_ptr<DumpService> dumps_;  // declared after view_: goes first
   bool hang_diagnosed_ = false;
 };
 

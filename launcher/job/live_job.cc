@@ -99,6 +99,7 @@ std::map<int, std::string> LiveJobView::RemoteStacks(const std::vector<int>& ran
                                                      std::chrono::milliseconds timeout) {
   std::map<int, std::string> states;
   if (coordinator_->config().nnodes <= 1) return states;
+  std::lock_guard<std::mutex> lock(stacks_mu_);
   v1::Command stacks;
   stacks.set_kind(v1::Command::STACKS);
   stacks.set_id(++stacks_id_);

@@ -3,6 +3,7 @@
 // and the Python agents' heartbeat files their nodes push).
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ class LiveJobView : public JobView {
   Supervisor* supervisor_;
   int world_size_;
   std::string run_dir_;
-  int stacks_id_ = 0;  // of the last STACKS command
+  std::mutex stacks_mu_;  // one STACKS at a time: a dump's and the hang monitor's
+  int stacks_id_ = 0;     // of the last STACKS command
 };
 
 // v1::RankStatus (the wire) -> core::RankStatus (what libdlaunch and the analysis use).

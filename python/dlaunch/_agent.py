@@ -163,9 +163,39 @@ class Agent:
                 signal.signal(signal.SIGTERM, self._on_sigterm)
         except (ValueError, OSError):
             pass
+        # SIGUSR1 (whose default action kills): a dump of this rank, and the rank goes on. A
+        # script that installs its own handler replaces this one and keeps its meaning.
+        try:
+            if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+                signal.signal(signal.SIGUSR1, self._on_sigusr1)
+        except (ValueError, OSError, AttributeError):
+            pass
 
     def _on_sigterm(self, signum, frame):
         self._die_of(signum)
+
+    def _on_sigusr1(self, signum, frame):
+        # With the wakeup fd the agent's thread answers at once (the main thread may be inside a
+        # collective, where no Python handler runs); this handler then has nothing left to do.
+        if self._wakeup_r is None:
+            self.dump_on_request("SIGUSR1")
+
+    def dump_on_request(self, trigger):
+        """This rank's flight.json and py_stacks.txt now, then a dump request for the launcher
+        (<run-dir>/dumps/<name>/request.json), which adds the native stacks and the diagnosis."""
+        self.dump(trigger, stacks=True)
+        now = int(time.time() * 1000)
+        name = "%s.%03dZ-rank%d" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1000.0)),
+                                    now % 1000, self.rank)
+        dumps = os.path.join(os.path.dirname(os.path.abspath(self.rank_dir)), "dumps")
+        try:
+            folder = os.path.join(dumps, name)
+            os.makedirs(folder, exist_ok=True)
+            _files.write_json(os.path.join(folder, "request.json"),
+                              {"schema": "dlaunch.dump_request/1", "unix_ms": now,
+                               "pid": self.pid, "trigger": trigger, "ranks": [self.rank]})
+        except OSError:
+            pass
 
     def _die_of(self, signum):
         with self._dump_lock:  # held into the kill: no other dump is half-written
@@ -390,6 +420,9 @@ class Agent:
                     if signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) == \
                             self._on_sigterm:
                         self._die_of(signal.SIGTERM)
+                    elif signal.SIGUSR1 in data and signal.getsignal(signal.SIGUSR1) == \
+                            self._on_sigusr1:
+                        self.dump_on_request("SIGUSR1")
                     elif signal.SIGINT in data:
                         # KeyboardInterrupt reaches the main thread only once it is back in
                         # Python, never while it waits inside a collective: dump now.
