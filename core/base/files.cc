@@ -200,4 +200,12 @@ bool IsAtomicWriteTemporary(const std::string& file_name) {
   return file_name.find(kTempInfix) != std::string::npos;
 }
 
+std::tuple<int64_t, int64_t, int64_t> FileVersion(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0, 0};
+  return {static_cast<int64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_size)};
+}
+
 }  // namespace dlaunch::base

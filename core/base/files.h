@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace dlaunch::base {
@@ -37,6 +38,10 @@ std::string DescribeReadStatus(ReadStatus status, size_t max_bytes);
 // when it cannot be read. Never blocks on a FIFO.
 std::vector<std::string> TailLines(const std::string& path, size_t n,
                                    size_t window_bytes = 64 * 1024);
+
+// Identity of one version of a file: (inode, mtime in ns, size); zeros when it does not exist. A
+// file replaced by rename(2) (a rank answering a dump) gets a new inode. One stat(2).
+std::tuple<int64_t, int64_t, int64_t> FileVersion(const std::string& path);
 
 // Modification time of a file in Unix milliseconds; 0 when it does not exist.
 int64_t MtimeUnixMs(const std::string& path);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "core/base/files.h"
 #include "core/base/format.h"
 #include "core/error.h"
 #include "core/run_dir/paths.h"
@@ -29,15 +30,6 @@ using base::FormatRankList;
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 // Beyond one stack_timeout: another node's gdb runs, then its files travel.
 constexpr auto kRemoteMargin = std::chrono::seconds(5);
-
-// Identity of a file version: a rank answering DUMP replaces flight.json (new inode by rename).
-std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {0, 0, 0};
-  return {static_cast<int64_t>(st.st_ino),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-          static_cast<int64_t>(st.st_size)};
-}
 
 // The collective a rank is in or last entered: its last started seq, or the one after its last
 // completed while it says it communicates.
@@ -186,7 +178,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   // Ask for dumps and wait for every linked, living rank to replace its flight.json.
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;
   for (const RankLiveState& r : ranks) {
-    before[r.rank] = FileStamp(run.rank(r.rank).flight());
+    before[r.rank] = base::FileVersion(run.rank(r.rank).flight());
   }
   job_.RequestDump(trigger);
   std::map<int, bool> answered;
@@ -205,10 +197,10 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
       if (!r.linked || r.exited || answered[r.rank]) continue;
       if (hopeless[r.rank]) {
         // Still take a late answer, but do not hold the loop open for it.
-        answered[r.rank] = FileStamp(run.rank(r.rank).flight()) != before[r.rank];
+        answered[r.rank] = base::FileVersion(run.rank(r.rank).flight()) != before[r.rank];
         continue;
       }
-      if (FileStamp(run.rank(r.rank).flight()) != before[r.rank]) {
+      if (base::FileVersion(run.rank(r.rank).flight()) != before[r.rank]) {
         answered[r.rank] = true;
       } else {
         all = false;
@@ -247,7 +239,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   // A remote rank's answer may have arrived with its node's last push.
   for (const RankLiveState& r : ranks) {
     if (r.remote && r.linked && !answered[r.rank]) {
-      answered[r.rank] = FileStamp(run.rank(r.rank).flight()) != before[r.rank];
+      answered[r.rank] = base::FileVersion(run.rank(r.rank).flight()) != before[r.rank];
     }
   }
 

@@ -39,14 +39,6 @@ constexpr int64_t kStuckMs = 2000;
 constexpr const char* kRankFiles[] = {"flight.json", "flight_tail.jsonl", "heartbeat.json",
                                       "py_stacks.txt", "error.json"};
 
-std::tuple<int64_t, int64_t, int64_t> FileStamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {0, 0, 0};
-  return {static_cast<int64_t>(st.st_ino),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-          static_cast<int64_t>(st.st_size)};
-}
-
 bool InFlight(const core::RankStatus& s) {
   return s.last_started_seq > s.last_completed_seq || s.phase == core::Phase::kCommunication;
 }
@@ -169,12 +161,13 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   };
   auto has_answered = [&](const RankLiveState& r,
                           const std::tuple<int64_t, int64_t, int64_t>& was) {
-    const auto now = FileStamp(answer_file(r));
+    const auto now = base::FileVersion(answer_file(r));
     if (now == was) return false;
-    return !r.python_agent || std::get<1>(FileStamp(run.rank(r.rank).flight())) >= std::get<1>(now);
+    return !r.python_agent ||
+           std::get<1>(base::FileVersion(run.rank(r.rank).flight())) >= std::get<1>(now);
   };
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;
-  for (const RankLiveState& r : ranks) before[r.rank] = FileStamp(answer_file(r));
+  for (const RankLiveState& r : ranks) before[r.rank] = base::FileVersion(answer_file(r));
   // A SIGUSR1'd rank dumped itself before it asked.
   if (request.ranks.empty()) job.RequestDump(request.trigger.empty() ? "dump" : request.trigger);
 
