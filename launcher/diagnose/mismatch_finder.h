@@ -1,0 +1,23 @@
+// The mismatch step of the inference layer: the lowest collective at which the ranks' flight
+// recorders disagree (op, dtype, size, root), the side taken as right and why (the majority; a
+// tie broken by Gloo's size abort or by the calls before it; else undecided). Pure computation;
+// never throws.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/diagnose/inference.h"
+
+namespace dlaunch::launcher {
+
+// What ranks compare of one entry (alltoallv's counts differ by design and are left out).
+Signature SignatureOf(const FlightEntry& e);
+
+// Fills `m` for the lowest mismatched collective and returns the entry of the right side's first
+// rank (the collective in question); nullptr when the ranks agree. Sets `*p2p_not_compared` when
+// point-to-point calls without collective_seq keep the ranks' records from lining up.
+const FlightEntry* FindFirstMismatch(const std::vector<RankFacts>& facts, Mismatch* m,
+                                     bool* p2p_not_compared);
+
+}  // namespace dlaunch::launcher
