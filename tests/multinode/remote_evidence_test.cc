@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "launchers_fixture.h"
 #include "tests/common/veth_hosts.h"
 
@@ -89,6 +91,41 @@ TEST_F(RemoteEvidenceTest, APythonHangOnNodeOneIsNamedWithItsStack) {
   // The flight tail node 1's agent rewrote in place is node 0's copy, entry for entry.
   EXPECT_EQ(Text(Zero() / "rank1" / "flight_tail.jsonl"),
             Text(RunDir("n1") / "rank1" / "flight_tail.jsonl"));
+}
+
+// `dlaunch dump` on node 0's run directory while a two-node Python job runs: node 1's rank is
+// dumped too (its Python stacks through its agent, its native stacks by node 1's launcher), and
+// the job still ends well.
+TEST_F(RemoteEvidenceTest, DumpTakesTheOtherNodesRanksAndTheJobGoesOn) {
+  if (!HavePythonTorch()) GTEST_SKIP() << "/usr/bin/python3 with torch is not available";
+  nproc_ = "1";
+  for (int n = 0; n < 2; ++n) {
+    launchers_.push_back(StartProgram(
+        "n" + std::to_string(n), "2", Python("ok"),
+        {"--node-rank", std::to_string(n), "--python", kPython, "--hang-timeout", "60"},
+        {"STEP_S=2"}));
+  }
+  // Node 1's rank is up once node 0 holds its heartbeat (its node pushes it).
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (!fs::exists(Zero() / "rank1" / "heartbeat.json") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(Zero() / "rank1" / "heartbeat.json")) << Console();
+  Launched dump({DLAUNCH_BIN, "dump", Zero().string()});
+  ASSERT_EQ(dump.Wait(seconds(40)), 0) << dump.err_text() << Console();
+  fs::path folder;
+  for (const auto& e : fs::directory_iterator(Zero() / "dumps")) folder = e.path();
+  const nlohmann::json m = Json(folder / "dump.json");
+  ASSERT_TRUE(m.is_object()) << folder;
+  EXPECT_EQ(m["ranks"].size(), 2u) << m.dump(2);
+  EXPECT_TRUE(Has(Text(folder / "rank1" / "stacks.txt"), "#0 "))
+      << Text(folder / "rank1" / "stacks.txt");
+  EXPECT_TRUE(Has(Text(folder / "rank1" / "py_stacks.txt"), "remote_faults.py")) << m.dump(2);
+  EXPECT_TRUE(Has(Text(folder / "rank0" / "py_stacks.txt"), "remote_faults.py")) << m.dump(2);
+  // The dump's stacks stay in the dump: node 0's rank folder keeps a diagnosis' only.
+  EXPECT_FALSE(fs::exists(Zero() / "rank1" / "stacks.txt"));
+  for (auto& l : launchers_) EXPECT_EQ(l->Wait(seconds(90)), 0) << l->err_text();
 }
 
 TEST_F(RemoteEvidenceTest, FourNodesNameTheHungRankOfTheLastNode) {
