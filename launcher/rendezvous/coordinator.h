@@ -145,8 +145,8 @@ class CoordinatorHandler {
   void OpenRound();
   // The job ended with `exit_code`: every node waiting for a round gets this verdict.
   void Finish(int exit_code, const std::string& reason);
-  // After Finish: blocks until every node of the last round took the verdict or went away, at
-  // most `timeout`.
+  // After Finish: blocks until every node of the last round, and every node waiting in
+  // RegisterNode, took the verdict or went away, at most `timeout`.
   void WaitForNodesToLeave(std::chrono::milliseconds timeout);
   // Do not block. A node that fails or is lost goes to the listener's OnNodeFault. The member id
   // is the one AuthorizeNode found (CoordinatorServer puts it in `status`); member 0, node 0
@@ -216,6 +216,7 @@ class CoordinatorHandler {
   std::set<int> connected_;                              // member ids with a node stream open
   std::set<int> answered_;                               // member ids told the job finished
   std::map<int, RoundMember> waiting_;                   // nodes waiting for the next round to open
+  int registering_ = 0;                                  // RegisterNode calls under way
   Senders node_senders_;                                 // by member id
   std::map<int, std::string> node_credentials_;          // by member id
   PushQuota pushed_;                                     // of the attempt's nodes
