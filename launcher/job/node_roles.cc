@@ -34,6 +34,13 @@ int ChooseMasterPort(const LaunchOptions& o, const std::string& bind_host) {
   return o.master_port;
 }
 
+// The job the nodes must agree on: the scheduler's (a Slurm step), else the run id the user
+// gave (torchrun's --rdzv-id); "" when neither is known, and then nothing is checked.
+std::string JobIdOf(const LaunchOptions& o) {
+  if (!o.job_id.empty()) return o.job_id;
+  return o.run_id.empty() ? "" : "run id '" + o.run_id + "'";
+}
+
 // The join timeout of the node rendezvous: --rdzv-conf join_timeout, else --rdzv-timeout.
 std::chrono::milliseconds JoinTimeout(const LaunchOptions& o) {
   return o.join_timeout.count() > 0 ? o.join_timeout : o.rdzv_timeout;
@@ -142,6 +149,7 @@ class NodeZero : public NodeRole {
     cc.token = setup_.token;
     cc.run_id = run_id_;
     cc.run_dir = run_dir_;
+    cc.job_id = JobIdOf(options_);
     cc.rdzv_timeout = options_.rdzv_timeout;
     cc.node_heartbeat_timeout = options_.heartbeat_timeout;
     coordinator_ = std::make_unique<HostedCoordinator>(cc, listen, setup_.tls);
@@ -461,6 +469,7 @@ class JoiningNode : public NodeRole {
     req.set_doctor_json(DoctorFingerprint());
     req.set_member_id(member_id_);
     req.set_attempt(attempt);
+    req.set_job_id(JobIdOf(options_));
     return req;
   }
 

@@ -213,6 +213,12 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req,
   return resp;
 }
 
+std::string CoordinatorHandler::OtherJob(const v1::NodeRequest& req) const {
+  if (req.job_id().empty() || config_.job_id.empty() || req.job_id() == config_.job_id) return "";
+  return "this is the coordinator of " + config_.job_id + ", not of this node's " + req.job_id() +
+         " (another job's node 0 listens on this port; give each job a port of its own)";
+}
+
 std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>& lock,
                                                    const RoundMember& member, int attempt) {
   const int64_t give_up = base::UnixMillis() + rounds_.config().join_timeout.count();

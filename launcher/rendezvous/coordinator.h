@@ -41,6 +41,7 @@ struct CoordinatorConfig {
   std::string token;
   std::string run_id;
   std::string run_dir;
+  std::string job_id;  // NodeRequest.job_id; "": any
   std::chrono::milliseconds rdzv_timeout{300000};
   std::chrono::milliseconds node_heartbeat_timeout{30000};  // a silent node counts as lost
 };
@@ -141,6 +142,10 @@ class CoordinatorHandler {
   // request that does not fit, Error(kUnauthenticated) for a member id without its credential.
   v1::NodeResponse RegisterNode(const v1::NodeRequest& req,
                                 const std::string& node_credential = "");
+  // Why a node of another job reached this coordinator ("this is the coordinator of ..., not of
+  // this node's ..."), before any token check; "" when the job ids match or one is not known.
+  // Does not block.
+  std::string OtherJob(const v1::NodeRequest& req) const;
   // After an attempt that another follows: the next round is open for joining. Does not block.
   void OpenRound();
   // The job ended with `exit_code`: every node waiting for a round gets this verdict.

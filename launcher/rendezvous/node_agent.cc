@@ -42,6 +42,11 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
     std::lock_guard<std::mutex> lock(mu_);
     join_ctx_ = nullptr;
   }
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    // Another job's coordinator: a setup error, not a failure of this job.
+    throw Error(ErrorKind::kInvalidArgument,
+                "the coordinator refused this node: " + status.error_message());
+  }
   if (!status.ok()) core::ThrowRpcError(status, "joining node 0's coordinator");
   return resp;
 }
