@@ -15,6 +15,7 @@
 #include "core/base/proc.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
+#include "core/grpc_setup.h"
 #include "core/run_dir/events_file.h"
 #include "core/run_dir/paths.h"
 #include "core/telemetry.h"
@@ -288,6 +289,9 @@ std::unique_ptr<Runtime> Runtime::FromEnv() {
     }
     return std::make_unique<LocalRuntime>(0, 1, 0, 1, restarts, rank_dir);
   }
+  // A joining node's ranks reach node 0 by its host name too (grpc_setup.h); a no-op when the
+  // program started gRPC already.
+  UseSystemResolver();
   auto client = std::make_shared<CoordinatorClient>(address, EnvStr("DLAUNCH_JOB_TOKEN"),
                                                     TlsFiles::FromEnv());
   v1::RegisterRequest req;

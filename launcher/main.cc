@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/grpc_setup.h"
 #include "launcher/builtins.h"
 #include "launcher/diagnose/dump_command.h"
 #include "launcher/job/job.h"
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   using namespace dlaunch::launcher;
   // Before gRPC starts any thread, so that every thread inherits the mask.
   BlockForwardedSignals();
+  core::UseSystemResolver();
+  core::RouteGrpcLog();
   try {
     LaunchOptions options = ParseCommandLine({argv + 1, argv + argc});
     // Still before any thread: a job catches the signals it forwards, the other commands none.

@@ -44,6 +44,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free one
   std::string run_id;   // empty: generated
+  std::string job_id;   // the scheduler's name of the job (a Slurm step), "" outside one
   std::string log_dir = "dlaunch-logs";
   std::chrono::milliseconds rdzv_timeout{300000};
   std::chrono::milliseconds grace_period{30000};

@@ -30,6 +30,15 @@ int ParseCount(const std::string& text, const std::string& what) {
 
 int IntVar(const EnvMap& env, const char* key) { return ParseCount(env.at(key), key); }
 
+// A Slurm job or step id: a number, or a usage error naming the variable.
+uint64_t IdVar(const EnvMap& env, const char* key) {
+  const std::string& text = env.at(key);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    throw UsageError(std::string(key) + "='" + text + "' is not a Slurm id");
+  }
+  return std::stoull(text.substr(0, 19));
+}
+
 // SLURM_GPUS_PER_TASK may name a type: "a100:2".
 int GpuCount(const std::string& text, const char* key) {
   const size_t colon = text.rfind(':');
@@ -63,6 +72,11 @@ bool InSlurmStep(const EnvMap& env) {
 std::string SlurmRunId(const std::string& job) { return "slurm-" + job + "-" + NewRunId(); }
 
 }  // namespace
+
+int SlurmStepPort(uint64_t job_id, uint64_t step_id) {
+  return kDefaultRdzvPort + static_cast<int>(job_id % kSlurmPortJobs) * kSlurmPortSteps +
+         static_cast<int>(step_id % kSlurmPortSteps);
+}
 
 std::vector<int> ExpandSlurmCounts(const std::string& list) {
   std::vector<int> counts;
@@ -105,9 +119,13 @@ std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o) {
     if (!nodes) nodes = Find(env, "SLURM_JOB_NODELIST");
     if (!nodes) throw UsageError("SLURM_STEP_NODELIST is not set: cannot find node 0 of the step");
     const std::string* port = Find(env, "DLAUNCH_RDZV_PORT");
-    o->rdzv_endpoint =
-        ExpandSlurmNodelist(*nodes).front() + ":" +
-        (port ? *port : std::to_string(kDefaultRdzvPort + IntVar(env, "SLURM_STEP_ID") % 1000));
+    o->rdzv_endpoint = ExpandSlurmNodelist(*nodes).front() + ":" +
+                       (port ? *port
+                             : std::to_string(SlurmStepPort(IdVar(env, "SLURM_JOB_ID"),
+                                                            IdVar(env, "SLURM_STEP_ID"))));
+  }
+  if (Find(env, "SLURM_JOB_ID")) {
+    o->job_id = "Slurm step " + env.at("SLURM_JOB_ID") + "." + env.at("SLURM_STEP_ID");
   }
   if (o->run_id.empty() && Find(env, "SLURM_JOB_ID")) {
     o->run_id = SlurmRunId(env.at("SLURM_JOB_ID") + "." + env.at("SLURM_STEP_ID"));

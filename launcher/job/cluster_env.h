@@ -3,6 +3,7 @@
 // Kubeflow's PET_* variables (torchrun's options, one variable each).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -17,7 +18,7 @@ using EnvMap = std::map<std::string, std::string>;
 
 // Inside an `srun` step (SLURM_STEP_ID and SLURM_STEP_NUM_TASKS set): the step's tasks form one
 // job, task SLURM_PROCID being node SLURM_PROCID of SLURM_STEP_NUM_TASKS, node 0's coordinator
-// on the step's first host at DLAUNCH_RDZV_PORT, else 29400 + the step id, the run id
+// on the step's first host at DLAUNCH_RDZV_PORT, else SlurmStepPort, the run id
 // slurm-<job>.<step>-<time>-<random>. A --nnodes that differs from the task count (of several)
 // would make several jobs share one run directory: refused; with one task the command line decides.
 // Returns "slurm" when it applied, "" outside a step. Throws UsageError for malformed or
@@ -34,6 +35,15 @@ std::string ApplySlurmBatchEnv(const EnvMap& env, LaunchOptions* o);
 // SLURM_GPUS_ON_NODE divided among the dlaunch tasks on the node, else (in a batch script, one
 // dlaunch for the node) the node's tasks. Leaves `o` alone outside Slurm.
 void ApplySlurmNprocDefault(const EnvMap& env, LaunchOptions* o);
+
+// The coordinator port of Slurm step `step_id` of job `job_id` without DLAUNCH_RDZV_PORT:
+// 29400 + (job mod 375) * 8 + (step mod 8), from 29400 to 32399 (below Linux's ephemeral ports).
+// Partial-node jobs share machines, so each job needs a port of its own, and every task of a
+// step must find it without talking first: jobs whose ids are less than 375 apart never meet
+// on one port, nor do 8 steps of one job. Does not block.
+inline constexpr int kSlurmPortJobs = 375;
+inline constexpr int kSlurmPortSteps = 8;
+int SlurmStepPort(uint64_t job_id, uint64_t step_id);
 
 // Slurm's per-node counts: "2(x3),1" -> 2 2 2 1. Throws UsageError.
 std::vector<int> ExpandSlurmCounts(const std::string& list);

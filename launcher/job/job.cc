@@ -24,11 +24,23 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
 
   CheckFileDescriptorLimit(o.nproc);
   ApplyRunDirMode(o.run_dir_mode);
+  // From here until the first attempt starts, SIGTERM or SIGINT ends every wait at once (the
+  // node rendezvous may wait minutes for nodes): exit code 128+n and a summary, as in an attempt.
+  InterruptWatch watch([&role](int signal) { role->Interrupt(signal); });
   const JobIdentity identity = role->Prepare();
+  if (const auto& ended = role->ended()) {
+    // A late node of a job that is over, or a node interrupted before it knew its run directory
+    // or node rank: nowhere of its own to write a summary.
+    if (!ended->result.interrupted_by || identity.run_id.empty() ||
+        identity.membership.node_rank < 0) {
+      return ended->exit_code;
+    }
+  }
   JobPlan plan = CreateRunDirectories(
       JobPlan(o, setup, identity, std::move(argv), CurrentEnv(), python::FindAgentDir(self_exe)));
   auto spawner = MakeForkExecSpawner();
-  return JobAgent(std::move(plan), role.get(), host, std::move(placement)).Run(spawner.get());
+  return JobAgent(std::move(plan), role.get(), host, std::move(placement))
+      .Run(spawner.get(), &watch);
 }
 
 }  // namespace dlaunch::launcher

@@ -95,9 +95,34 @@ JobAgent::JobAgent(JobPlan plan, NodeRole* role, std::string host,
       host_(std::move(host)),
       placement_(std::move(placement)) {}
 
-int JobAgent::Run(ProcessSpawner* spawner) {
+int JobAgent::EndBeforeStart(const AttemptReport& report) {
+  // Node 0's summary says why the job never started; a joining node's only when a signal ended
+  // it (a node that came too late ran nothing, node 0's summary is the job's).
+  if (plan_.hosts_coordinator() || report.result.interrupted_by) {
+    SummaryInfo summary;
+    summary.run_id = plan_.identity().run_id;
+    summary.host = host_;
+    summary.exit_code = report.exit_code;
+    summary.error = report.error;
+    SummaryWriter(plan_.summary_path()).Write(summary, {});
+  }
+  role_->Close(report);
+  return report.exit_code;
+}
+
+int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
   Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options()));
-  if (!role_->Open(&plan_, &supervisor)) return kExitRankFailed;
+  const bool opened = !role_->ended() && role_->Open(&plan_, &supervisor);
+  if (watch) watch->Stop();
+  if (role_->ended()) return EndBeforeStart(*role_->ended());
+  if (const int signal = watch ? watch->signal() : 0) {
+    // It came while nothing waited (or as the rendezvous closed): no rank starts either way.
+    AttemptReport interrupted;
+    MarkInterrupted(&interrupted, signal, "before the ranks started");
+    std::cerr << "dlaunch: " << interrupted.error << std::endl;
+    return EndBeforeStart(interrupted);
+  }
+  if (!opened) return kExitRankFailed;
   supervisor.on_tick = [this] { role_->OnTick(); };
 
   const LaunchOptions& o = plan_.options();
@@ -163,10 +188,17 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     role_->Explain(report);
 
     std::string how;
-    const bool again = role_->Next(&report, &plan_, &how, [&] {
+    if (watch) watch->Start();  // the next node rendezvous ends on a signal too
+    bool again = role_->Next(&report, &plan_, &how, [&] {
       // Before the next attempt writes a line: its logs start in fresh folders.
       record.folder = PutAway(plan_, m.attempt_folder, false);
     });
+    if (watch) watch->Stop();
+    if (const int signal = watch ? watch->signal() : 0; again && signal) {
+      MarkInterrupted(&report, signal, "before the next attempt started");
+      std::cerr << "dlaunch: " << report.error << std::endl;
+      again = false;
+    }
     if (!again) {
       summary.exit_code = record.exit_code = report.exit_code;
       summary.error = record.error = report.error;

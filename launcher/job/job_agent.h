@@ -6,6 +6,7 @@
 
 #include "launcher/job/job_plan.h"
 #include "launcher/job/node_roles.h"
+#include "launcher/supervision/interrupt_watch.h"
 #include "launcher/supervision/placement.h"
 #include "launcher/supervision/process_spawner.h"
 
@@ -20,10 +21,15 @@ class JobAgent {
            std::vector<RankPlacement> placement = {});
 
   // Blocks until the last attempt ended; returns dlaunch's exit code. Throws Error when a rank
-  // cannot be started.
-  int Run(ProcessSpawner* spawner);
+  // cannot be started. `watch` (may be null) takes the job-ending signals while no attempt runs:
+  // Run stops it before each attempt and starts it again for the node rendezvous after.
+  int Run(ProcessSpawner* spawner, InterruptWatch* watch = nullptr);
 
  private:
+  // The job ended before its first attempt (the role's `ended`, or a signal): the summary, then
+  // the role's Close. Returns the exit code.
+  int EndBeforeStart(const AttemptReport& report);
+
   // The attempt's verdict on this node; prints its root cause or stop reason.
   AttemptReport Judge(int attempt, AttemptResult result);
 

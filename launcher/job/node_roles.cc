@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "core/base/format.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/paths.h"
@@ -31,6 +32,13 @@ int ChooseMasterPort(const LaunchOptions& o, const std::string& bind_host) {
                      "one)");
   }
   return o.master_port;
+}
+
+// The job the nodes must agree on: the scheduler's (a Slurm step), else the run id the user
+// gave (torchrun's --rdzv-id); "" when neither is known, and then nothing is checked.
+std::string JobIdOf(const LaunchOptions& o) {
+  if (!o.job_id.empty()) return o.job_id;
+  return o.run_id.empty() ? "" : "run id '" + o.run_id + "'";
 }
 
 // The join timeout of the node rendezvous: --rdzv-conf join_timeout, else --rdzv-timeout.
@@ -111,6 +119,15 @@ class NodeZero : public NodeRole {
 
   void Close(const AttemptReport&) override { coordinator_->Shutdown(); }
 
+  // Every node waiting in this coordinator's rendezvous, and node 0's own wait, end with the
+  // signal's exit code.
+  void Interrupt(int signal) override {
+    interrupted_ = signal;
+    if (CoordinatorHandler* h = interruptible_.load()) {
+      h->Finish(128 + signal, "node 0 was interrupted by " + SignalName(signal));
+    }
+  }
+
  protected:
   // The nodes of the attempt that were lost.
   virtual int LostNodes() { return 0; }
@@ -132,9 +149,13 @@ class NodeZero : public NodeRole {
     cc.token = setup_.token;
     cc.run_id = run_id_;
     cc.run_dir = run_dir_;
+    cc.job_id = JobIdOf(options_);
     cc.rdzv_timeout = options_.rdzv_timeout;
     cc.node_heartbeat_timeout = options_.heartbeat_timeout;
     coordinator_ = std::make_unique<HostedCoordinator>(cc, listen, setup_.tls);
+    // A signal that came before there was a coordinator to tell.
+    interruptible_ = &coordinator_->handler();
+    if (const int signal = interrupted_.load()) Interrupt(signal);
   }
 
   LaunchOptions options_;
@@ -146,6 +167,8 @@ class NodeZero : public NodeRole {
   int world_size_ = 0;
   Supervisor* supervisor_ = nullptr;
   std::unique_ptr<HostedCoordinator> coordinator_;
+  std::atomic<int> interrupted_{0};  // the signal Interrupt was given
+  std::atomic<CoordinatorHandler*> interruptible_{nullptr};
 };
 
 // The whole job on this machine; the coordinator listens on loopback only.
@@ -201,6 +224,7 @@ class CoordinatorHost : public NodeZero {
     AttemptReport failed;
     if (!Rejoin(&first, &failed)) {
       coordinator_->handler().Finish(failed.exit_code, failed.error);
+      ended_ = failed;
       return false;
     }
     plan->SetMembership(first);
@@ -258,6 +282,12 @@ class CoordinatorHost : public NodeZero {
     CoordinatorHandler& h = coordinator_->handler();
     if (next->attempt > 0) h.OpenRound();
     auto round = h.JoinRound(host_, DoctorFingerprint(), next->restart_count, next->attempt_folder);
+    if (const int signal = interrupted_.load()) {
+      MarkInterrupted(report, signal, "while waiting for nodes");
+      std::cerr << "dlaunch: " << report->error << "; no rank of attempt " << next->attempt
+                << " started" << std::endl;
+      return false;
+    }
     if (!round.error.empty()) {
       std::cerr << "dlaunch: " << round.error << std::endl;
       report->exit_code = kExitRankFailed;
@@ -299,16 +329,34 @@ class CoordinatorHost : public NodeZero {
 class JoiningNode : public NodeRole {
  public:
   JoiningNode(const LaunchOptions& o, NodeSetup setup, std::string host)
-      : options_(o), setup_(std::move(setup)), host_(std::move(host)) {}
+      : options_(o),
+        setup_(std::move(setup)),
+        host_(std::move(host)),
+        client_(
+            std::make_shared<core::CoordinatorClient>(setup_.endpoint, setup_.token, setup_.tls)),
+        agent_(std::make_unique<NodeAgent>(client_, options_.node_rank)) {}
+
+  void Interrupt(int signal) override {
+    interrupted_ = signal;
+    agent_->CancelJoin();
+  }
 
   JobIdentity Prepare() override {
-    client_ = std::make_shared<core::CoordinatorClient>(setup_.endpoint, setup_.token, setup_.tls);
-    agent_ = std::make_unique<NodeAgent>(client_, options_.node_rank);
     std::cerr << "dlaunch: joining " << setup_.endpoint << std::endl;
     v1::NodeResponse resp;
     try {
       resp = agent_->Join(Request(0), JoinWait());
     } catch (const Error& e) {
+      if (const int signal = interrupted_.load()) {
+        AttemptReport interrupted;
+        MarkInterrupted(&interrupted, signal, "while joining " + setup_.endpoint);
+        std::cerr << "dlaunch: " << interrupted.error << "; no rank started" << std::endl;
+        ended_ = interrupted;
+        // Its summary goes where it would have, when the run and the node rank are known.
+        Membership unjoined;
+        unjoined.node_rank = options_.node_rank_given ? options_.node_rank : -1;
+        return {options_.run_id, "", 0, setup_.endpoint, unjoined};
+      }
       if (e.kind() == ErrorKind::kInvalidArgument) throw UsageError(e.what());
       if (e.kind() == ErrorKind::kUnauthenticated && !setup_.token_origin.empty()) {
         throw Error(e.kind(), std::string(e.what()) + " (" + setup_.token_origin + ")");
@@ -316,10 +364,20 @@ class JoiningNode : public NodeRole {
       throw;
     }
     if (resp.finished()) {
-      throw Error(ErrorKind::kPeerGone,
-                  "the job ended before this node could join: " +
-                      (resp.reason().empty() ? "it succeeded" : resp.reason()));
+      // A late node of an elastic job: the job it came for is over, and its verdict is this
+      // node's (no summary: the node ran nothing, and node 0's says it all).
+      AttemptReport over;
+      over.exit_code = resp.exit_code();
+      over.error = "the job ended before this node could join: " +
+                   (resp.reason().empty() ? "it succeeded" : resp.reason()) + " (exit code " +
+                   std::to_string(resp.exit_code()) + ")";
+      std::cerr << "dlaunch: " << over.error << std::endl;
+      ended_ = over;
+      Membership unjoined;
+      unjoined.node_rank = -1;
+      return {resp.run_id(), "", 0, setup_.endpoint, unjoined};
     }
+    joined_ = true;
     member_id_ = resp.member_id();
     // From now on this node's stream, pushes and rejoins speak for it, and nothing else can.
     client_->SetNodeCredential(resp.node_credential());
@@ -371,6 +429,11 @@ class JoiningNode : public NodeRole {
     try {
       resp = agent_->Join(Request(attempt_.load() + 1), JoinWait());
     } catch (const Error& e) {
+      if (const int signal = interrupted_.load()) {
+        MarkInterrupted(report, signal, "while joining the next attempt");
+        std::cerr << "dlaunch: " << report->error << std::endl;
+        return false;
+      }
       // Node 0 ended the job, or is gone: this node's own verdict stands.
       if (report->exit_code == 0) return false;
       report->error +=
@@ -391,6 +454,7 @@ class JoiningNode : public NodeRole {
   }
 
   void Close(const AttemptReport& last) override {
+    if (!joined_) return;  // node 0 never knew it
     if (stacks_.joinable()) stacks_.join();
     if (!coordinator_lost_) agent_->PushFiles(RankDirs(), RankFilePusher::Check::kThorough);
     agent_->Finish(FinalStatus(last));
@@ -405,6 +469,7 @@ class JoiningNode : public NodeRole {
     req.set_doctor_json(DoctorFingerprint());
     req.set_member_id(member_id_);
     req.set_attempt(attempt);
+    req.set_job_id(JobIdOf(options_));
     return req;
   }
 
@@ -533,6 +598,8 @@ class JoiningNode : public NodeRole {
   std::shared_ptr<core::CoordinatorClient> client_;
   std::unique_ptr<NodeAgent> agent_;
   int member_id_ = 0;
+  bool joined_ = false;
+  std::atomic<int> interrupted_{0};  // the signal Interrupt was given
   std::atomic<int> attempt_{0};
   std::atomic<bool> coordinator_lost_{false};
   std::mutex mu_;
@@ -545,6 +612,12 @@ class JoiningNode : public NodeRole {
 };
 
 }  // namespace
+
+void MarkInterrupted(AttemptReport* report, int signal, const std::string& where) {
+  report->exit_code = 128 + signal;
+  report->error = "interrupted by " + SignalName(signal) + " " + where;
+  report->result.interrupted_by = signal;
+}
 
 std::unique_ptr<NodeRole> MakeNodeRole(const LaunchOptions& options, NodeSetup* setup,
                                        const std::string& host) {

@@ -61,7 +61,23 @@ class NodeRole {
                     const std::function<void()>& put_away) = 0;
   // After the last attempt. Blocks at most a few seconds.
   virtual void Close(const AttemptReport& last) = 0;
+
+  // Thread-safe, does not block: `signal` came while no attempt runs (the agent's
+  // InterruptWatch): a node rendezvous wait of Prepare, Open or Next ends now, and the job ends
+  // with exit code 128 + signal. The role waits for nothing more but Close.
+  virtual void Interrupt(int signal) { (void)signal; }
+  // Set when the job ended before this node's first attempt: a signal in the node rendezvous,
+  // a rendezvous that failed, or a job that finished before this node could join. Its exit
+  // code and reason; the agent writes the summary and closes the role, and no rank starts.
+  const std::optional<AttemptReport>& ended() const { return ended_; }
+
+ protected:
+  std::optional<AttemptReport> ended_;
 };
+
+// `report` says that `signal` ended the job before (or between) its attempts, `where`: "while
+// waiting for nodes". Keeps the ranks it holds (the attempt before, if any).
+void MarkInterrupted(AttemptReport* report, int signal, const std::string& where);
 
 // The role `setup` names. Without a node rank (kElected) the first launcher to listen on the
 // rendezvous endpoint hosts the coordinator as node 0 and the others join it, as torchrun's c10d

@@ -139,8 +139,11 @@ CoordinatorHandler::Round CoordinatorHandler::JoinRound(const std::string& host,
   attempt_folder_ = attempt_folder;
   Round round;
   try {
-    WaitInRound(lock, RoundMember{0, host, doctor_json, 0}, rounds_.round());
-    round.nnodes = static_cast<int>(rounds_.members().size());
+    if (WaitInRound(lock, RoundMember{0, host, doctor_json, 0}, rounds_.round())) {
+      round.nnodes = static_cast<int>(rounds_.members().size());
+    } else {
+      round.error = finished_->second;  // the job ended meanwhile (node 0 was interrupted)
+    }
   } catch (const Error& e) {
     round.error = e.what();
   }
@@ -162,6 +165,15 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req,
                     std::to_string(config_.nproc_per_node) + " per node");
   }
   std::unique_lock<std::mutex> lock(mu_);
+  // Counted while it waits, so that the verdict reaches it before the coordinator goes.
+  ++registering_;
+  struct Done {
+    CoordinatorHandler* h;
+    ~Done() {
+      --h->registering_;
+      h->nodes_cv_.notify_all();
+    }
+  } done{this};
   int member_id = req.member_id();
   if (member_id <= 0) {
     member_id = rounds_.NewMemberId();
@@ -201,14 +213,21 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req,
   return resp;
 }
 
+std::string CoordinatorHandler::OtherJob(const v1::NodeRequest& req) const {
+  if (req.job_id().empty() || config_.job_id.empty() || req.job_id() == config_.job_id) return "";
+  return "this is the coordinator of " + config_.job_id + ", not of this node's " + req.job_id() +
+         " (another job's node 0 listens on this port; give each job a port of its own)";
+}
+
 std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>& lock,
                                                    const RoundMember& member, int attempt) {
   const int64_t give_up = base::UnixMillis() + rounds_.config().join_timeout.count();
   bool told_waiting = false;
   for (;;) {
-    if (stopping_) throw Error(ErrorKind::kPeerGone, "the coordinator is shutting down");
+    // The job's verdict first: a shutdown right after Finish must not hide it from a waiter.
     if (finished_ || !round_failure_.empty()) waiting_.erase(member.member_id);
     if (finished_) return std::nullopt;
+    if (stopping_) throw Error(ErrorKind::kPeerGone, "the coordinator is shutting down");
     if (!round_failure_.empty()) throw Error(ErrorKind::kTimeout, round_failure_);
     const int64_t now = base::UnixMillis();
     if (!rounds_.forming()) {
@@ -228,6 +247,13 @@ std::optional<int> CoordinatorHandler::WaitInRound(std::unique_lock<std::mutex>&
         const std::string refused = rounds_.Join(member, now);
         if (!refused.empty()) throw Error(ErrorKind::kInvalidArgument, refused);
         nodes_cv_.notify_all();
+        const RoundConfig& c = rounds_.config();
+        if (rounds_.joined() == c.min_nodes && c.min_nodes < c.max_nodes &&
+            c.last_call_timeout.count() > 0) {
+          std::cerr << "dlaunch: " << c.min_nodes << " of " << c.min_nodes << " to " << c.max_nodes
+                    << " nodes joined; last call for more, at most "
+                    << c.last_call_timeout.count() / 1000.0 << " s" << std::endl;
+        }
       }
       if (rounds_.ReadyToClose(now, ConnectedMembers())) {
         CloseRound();
@@ -296,6 +322,7 @@ void CoordinatorHandler::Finish(int exit_code, const std::string& reason) {
 void CoordinatorHandler::WaitForNodesToLeave(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   nodes_cv_.wait_for(lock, timeout, [&] {
+    if (registering_ > 0) return false;  // a node in RegisterNode, about to take the verdict
     for (const auto& m : rounds_.members()) {
       if (m.member_id != 0 && connected_.count(m.member_id) && !answered_.count(m.member_id)) {
         return false;

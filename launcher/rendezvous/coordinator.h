@@ -41,6 +41,7 @@ struct CoordinatorConfig {
   std::string token;
   std::string run_id;
   std::string run_dir;
+  std::string job_id;  // NodeRequest.job_id; "": any
   std::chrono::milliseconds rdzv_timeout{300000};
   std::chrono::milliseconds node_heartbeat_timeout{30000};  // a silent node counts as lost
 };
@@ -141,12 +142,16 @@ class CoordinatorHandler {
   // request that does not fit, Error(kUnauthenticated) for a member id without its credential.
   v1::NodeResponse RegisterNode(const v1::NodeRequest& req,
                                 const std::string& node_credential = "");
+  // Why a node of another job reached this coordinator ("this is the coordinator of ..., not of
+  // this node's ..."), before any token check; "" when the job ids match or one is not known.
+  // Does not block.
+  std::string OtherJob(const v1::NodeRequest& req) const;
   // After an attempt that another follows: the next round is open for joining. Does not block.
   void OpenRound();
   // The job ended with `exit_code`: every node waiting for a round gets this verdict.
   void Finish(int exit_code, const std::string& reason);
-  // After Finish: blocks until every node of the last round took the verdict or went away, at
-  // most `timeout`.
+  // After Finish: blocks until every node of the last round, and every node waiting in
+  // RegisterNode, took the verdict or went away, at most `timeout`.
   void WaitForNodesToLeave(std::chrono::milliseconds timeout);
   // Do not block. A node that fails or is lost goes to the listener's OnNodeFault. The member id
   // is the one AuthorizeNode found (CoordinatorServer puts it in `status`); member 0, node 0
@@ -216,6 +221,7 @@ class CoordinatorHandler {
   std::set<int> connected_;                              // member ids with a node stream open
   std::set<int> answered_;                               // member ids told the job finished
   std::map<int, RoundMember> waiting_;                   // nodes waiting for the next round to open
+  int registering_ = 0;                                  // RegisterNode calls under way
   Senders node_senders_;                                 // by member id
   std::map<int, std::string> node_credentials_;          // by member id
   PushQuota pushed_;                                     // of the attempt's nodes

@@ -63,6 +63,10 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::NodeRequest* req,
                             v1::NodeResponse* resp) override {
+    // Before the token: a node of another job must hear that, not advice about its token.
+    if (std::string other = handler_->OtherJob(*req); !other.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, other);
+    }
     return Guarded(
         ctx, "RegisterNode",
         [&] { *resp = handler_->RegisterNode(*req, Metadata(ctx, core::kNodeMetadataKey)); },

@@ -31,9 +31,30 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
                                  std::chrono::milliseconds timeout) {
   v1::NodeResponse resp;
   auto ctx = client_->NewContext(timeout + kRpcTimeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (join_cancelled_)
+      throw Error(ErrorKind::kPeerGone, "joining node 0's coordinator: cancelled");
+    join_ctx_ = ctx.get();
+  }
   auto status = client_->stub().RegisterNode(ctx.get(), request, &resp);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    join_ctx_ = nullptr;
+  }
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    // Another job's coordinator: a setup error, not a failure of this job.
+    throw Error(ErrorKind::kInvalidArgument,
+                "the coordinator refused this node: " + status.error_message());
+  }
   if (!status.ok()) core::ThrowRpcError(status, "joining node 0's coordinator");
   return resp;
+}
+
+void NodeAgent::CancelJoin() {
+  std::lock_guard<std::mutex> lock(mu_);
+  join_cancelled_ = true;
+  if (join_ctx_) join_ctx_->TryCancel();
 }
 
 void NodeAgent::Start(std::function<v1::NodeStatus()> status, std::chrono::milliseconds interval,

@@ -28,6 +28,9 @@ class NodeAgent {
   // Joins a node rendezvous round: blocks until it closed (or the job finished), at most
   // `timeout`; throws Error naming why not.
   v1::NodeResponse Join(const v1::NodeRequest& request, std::chrono::milliseconds timeout);
+  // Thread-safe, does not block: the Join under way ends now (Error kPeerGone), and every later
+  // one at once. For a signal that ends the job while this node waits for node 0.
+  void CancelJoin();
 
   // Opens the node stream: `status` is sampled every `interval` (and at Wake); `on_abort` runs
   // (on the stream's thread) when node 0 sends ABORT for an attempt, or with attempt -1 when the
@@ -65,6 +68,8 @@ class NodeAgent {
   bool finishing_ = false;
   std::optional<v1::NodeStatus> final_;
   std::unique_ptr<grpc::ClientContext> ctx_;
+  grpc::ClientContext* join_ctx_ = nullptr;  // the Join under way, under mu_
+  bool join_cancelled_ = false;
   std::thread thread_;
   RankFilePusher files_;
 };

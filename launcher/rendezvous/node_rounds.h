@@ -43,6 +43,8 @@ class NodeRounds {
   // Into the forming round. Returns "" or why the node cannot join (its rank is taken).
   std::string Join(const RoundMember& member, int64_t now);
   bool Joined(int member_id) const;
+  // How many joined the forming round.
+  int joined() const { return static_cast<int>(joined_.size()); }
 
   // Whether the forming round can close now. `connected`: members of the last round that are
   // still connected; once each of them is back there is nobody left to wait for.

@@ -431,6 +431,13 @@ void HandleSignals(const std::vector<int>& signals) {
   ::pthread_sigmask(SIG_UNBLOCK, &others, nullptr);
 }
 
+sigset_t JobEndingSignals() {
+  sigset_t set = g_handled;
+  sigdelset(&set, SIGUSR1);
+  sigdelset(&set, SIGUSR2);
+  return set;
+}
+
 Supervisor::Supervisor(ProcessSpawner* spawner, SupervisorOptions options)
     : spawner_(spawner),
       options_(std::move(options)),

@@ -2,6 +2,7 @@
 // events on one epoll loop, and tears everything down on the first failure.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -74,6 +75,8 @@ std::vector<int> ParseSignalList(const std::string& list);
 // default action on dlaunch again (SIGUSR1 ends it, and its ranks with it). Call before any
 // thread starts, after BlockForwardedSignals.
 void HandleSignals(const std::vector<int>& signals);
+// Of the signals HandleSignals chose, those that end the job: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+sigset_t JobEndingSignals();
 
 class Supervisor {
  public:

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/error.h"
 #include "launcher/job/node_env.h"
 
@@ -32,10 +34,38 @@ TEST(SlurmStepTest, EveryTaskIsOneNodeOfOneJob) {
     EXPECT_EQ(ApplySchedulerEnv(SrunTask(task), &o), "slurm");
     EXPECT_EQ(o.nnodes, 2);
     EXPECT_EQ(o.node_rank, task);
-    EXPECT_EQ(o.rdzv_endpoint, "localhost:29400");
+    EXPECT_EQ(o.rdzv_endpoint, "localhost:29456");  // 29400 + 7 * 8 + 0
+    EXPECT_EQ(o.job_id, "Slurm step 7.0");
     EXPECT_EQ(o.run_id.rfind("slurm-7.0-", 0), 0u) << o.run_id;
     EXPECT_EQ(o.nproc, 1);  // no GPUs, no --nproc: one rank per task
   }
+}
+
+TEST(SlurmStepTest, JobsThatShareANodeGetPortsOfTheirOwn) {
+  // Partial-node jobs run side by side: any two of 375 neighbouring job ids, with up to 8 steps
+  // each, take different ports, all between torchrun's 29400 and the ephemeral ports.
+  std::set<int> ports;
+  for (uint64_t job = 1000000; job < 1000000 + kSlurmPortJobs; ++job) {
+    for (uint64_t step = 0; step < kSlurmPortSteps; ++step) {
+      const int port = SlurmStepPort(job, step);
+      EXPECT_GE(port, 29400);
+      EXPECT_LT(port, 32768);
+      EXPECT_TRUE(ports.insert(port).second) << "job " << job << " step " << step;
+    }
+  }
+  // Two tasks of one step, two srun steps of neighbouring jobs on one host:
+  EnvMap first = SrunTask(0), second = SrunTask(1), other = SrunTask(0);
+  other["SLURM_JOB_ID"] = "8";
+  LaunchOptions a, b, c;
+  ApplySchedulerEnv(first, &a);
+  ApplySchedulerEnv(second, &b);
+  ApplySchedulerEnv(other, &c);
+  EXPECT_EQ(a.rdzv_endpoint, b.rdzv_endpoint);
+  EXPECT_NE(a.rdzv_endpoint, c.rdzv_endpoint);
+  EXPECT_EQ(c.job_id, "Slurm step 8.0");
+  other["SLURM_JOB_ID"] = "8x";
+  LaunchOptions d;
+  EXPECT_THROW(ApplySchedulerEnv(other, &d), UsageError);
 }
 
 TEST(SlurmStepTest, StepsOnSeveralNodesMeetOnTheStepsFirstHostPerStepPort) {
@@ -50,7 +80,7 @@ TEST(SlurmStepTest, StepsOnSeveralNodesMeetOnTheStepsFirstHostPerStepPort) {
   ApplySchedulerEnv(env, &o);
   EXPECT_EQ(o.nnodes, 4);
   EXPECT_EQ(o.node_rank, 3);
-  EXPECT_EQ(o.rdzv_endpoint, "gpu03:29402");
+  EXPECT_EQ(o.rdzv_endpoint, "gpu03:29458");  // 29400 + 7 * 8 + 2
   EXPECT_EQ(o.run_id.rfind("slurm-7.2-", 0), 0u) << o.run_id;
   EXPECT_EQ(AgentShareOfNode(env).index, 1);
   EXPECT_EQ(AgentShareOfNode(env).count, 2);

@@ -34,7 +34,7 @@ TEST(SchedulerEnvTest, SlurmGivesNodesCoordinatorAndRunId) {
   EXPECT_EQ(engine, "slurm");
   EXPECT_EQ(o.nnodes, 4);
   EXPECT_EQ(o.node_rank, 2);
-  EXPECT_EQ(o.rdzv_endpoint, "gpu01:29400");
+  EXPECT_EQ(o.rdzv_endpoint, "gpu01:30272");  // 29400 + (1234 % 375) * 8
   EXPECT_EQ(o.run_id.rfind("slurm-1234.0-", 0), 0u) << o.run_id;
 }
 

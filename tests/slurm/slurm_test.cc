@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -208,6 +209,88 @@ TEST_F(SlurmTest, ScancelEndsEveryRank) {
   for (const char* file : {"summary.json", "summary.node1.json"}) {
     auto summary = ReadJson(dirs.front() / file);
     EXPECT_EQ(summary["exit_code"], 143) << file << ": " << summary.dump();
+  }
+}
+
+// A launcher that waits in the node rendezvous for a task that never comes (a slow start):
+// scancel's SIGTERM ends the wait at once, before Slurm's SIGKILL after KillWait, and the
+// launcher leaves its summary. `absent` is the task that sleeps instead of running dlaunch.
+class SlurmSlowStartTest : public SlurmTest {
+ protected:
+  void CancelWhileWaiting(int absent, const std::string& waiting_line, const char* summary) {
+    const std::string name =
+        "dlaunch-slow-" + std::to_string(::getpid()) + "-" + std::to_string(absent);
+    const std::string script = "if [ \"$SLURM_PROCID\" = " + std::to_string(absent) +
+                               " ]; then exec sleep 600; fi; exec \"$@\"";
+    Launched srun({"/usr/bin/srun", "-N1", "-n2", "--time=2", "-J", name, "/bin/sh", "-c", script,
+                   "sh", DLAUNCH_BIN, "--log-dir", Logs(), "--nproc", "1", TEST_RANK_BIN, "sleep"},
+                  Env());
+    ASSERT_TRUE(srun.WaitFor(
+        [&](const std::vector<std::string>&) {
+          return srun.err_text().find(waiting_line) != std::string::npos;
+        },
+        seconds(90)))
+        << srun.err_text();
+    ASSERT_EQ(Shell("SLURM_CONF=" + (kState / "slurm.conf").string() +
+                    " timeout 30 /usr/bin/scancel --name " + name),
+              0);
+    EXPECT_NE(srun.Wait(seconds(60)), -1) << "srun did not end after scancel";
+    auto dirs = RunDirs(Logs());
+    ASSERT_EQ(dirs.size(), 1u);
+    const auto doc = ReadJson(dirs.front() / summary);
+    EXPECT_EQ(doc["exit_code"], 143) << summary << ": " << doc.dump() << "\n" << srun.err_text();
+  }
+};
+
+TEST_F(SlurmSlowStartTest, ScancelWhileNodeZeroWaitsForATaskLeavesItsSummary) {
+  CancelWhileWaiting(1, "waiting for 2 nodes", "summary.json");
+}
+
+TEST_F(SlurmSlowStartTest, ScancelWhileATaskWaitsForNodeZeroLeavesItsSummary) {
+  CancelWhileWaiting(0, "joining", "summary.node1.json");
+}
+
+TEST_F(SlurmTest, TwoJobsOnOneNodeEachGetACoordinatorOfTheirOwn) {
+  // Partial-node jobs side by side, with no port given and one exported token: each step's
+  // tasks meet at their own job's coordinator.
+  const fs::path go = dir_ / "go";
+  const std::string script = "echo up; while [ ! -e " + go.string() + " ]; do sleep 0.05; done";
+  const std::string name = "dlaunch-shared-" + std::to_string(::getpid());
+  // A failed assertion kills the sruns, not their tasks: the jobs go with the test.
+  struct Cancel {
+    std::string name;
+    ~Cancel() {
+      Shell("SLURM_CONF=" + (kState / "slurm.conf").string() +
+            " timeout 30 /usr/bin/scancel --name " + name);
+    }
+  } cancel{name};
+  std::vector<std::unique_ptr<Launched>> jobs;
+  for (const char* logs : {"logs-a", "logs-b"}) {
+    jobs.push_back(std::make_unique<Launched>(
+        std::vector<std::string>{"/usr/bin/srun", "-N1", "-n2", "--time=2", "-J", name, DLAUNCH_BIN,
+                                 "--log-dir", (dir_ / logs).string(), "--nproc", "1", "/bin/sh",
+                                 "-c", script},
+        std::vector<std::string>{kToken, "SLURM_CONF=" + (kState / "slurm.conf").string()}));
+  }
+  for (auto& job : jobs) {
+    ASSERT_TRUE(job->WaitFor(
+        [](const std::vector<std::string>& lines) {
+          // "[rank 1] up": each rank's line, prefixed on the console.
+          return std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+                   return l.size() >= 2 && l.compare(l.size() - 2, 2, "up") == 0;
+                 }) == 2;
+        },
+        seconds(90)))
+        << job->err_text();
+  }
+  std::ofstream(go) << "go\n";
+  for (auto& job : jobs) EXPECT_EQ(job->Wait(seconds(60)), 0) << job->err_text();
+  for (const char* logs : {"logs-a", "logs-b"}) {
+    auto dirs = RunDirs(dir_ / logs);
+    ASSERT_EQ(dirs.size(), 1u) << logs;
+    const auto summary = ReadJson(dirs.front() / "summary.json");
+    EXPECT_EQ(summary["exit_code"], 0) << summary.dump();
+    EXPECT_EQ(summary["nodes"].size(), 2u) << summary.dump();
   }
 }
 
