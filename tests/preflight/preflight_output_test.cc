@@ -18,6 +18,7 @@
 #include "core/run_dir/report_files.h"
 #include "tests/common/test_dir.h"
 #include "tests/preflight/nccl_parsers.h"
+#include "tests/preflight/process_util.h"
 
 namespace {
 
@@ -30,23 +31,12 @@ using dlaunch::worker::testing::ParseNcclTests;
 using dlaunch::worker::testing::SuperbenchNew;
 using dlaunch::worker::testing::SuperbenchOld;
 
-int RunCommand(const std::string& command) {
-  int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
+using dlaunch::testing::Binary;
+using dlaunch::testing::ReadFile;
+using dlaunch::testing::RunCommand;
 
-std::string Binary(const char* env, const char* built) {
-  const char* v = std::getenv(env);
-  return v && *v ? v : built;
-}
 const std::string kDlaunch = Binary("DLAUNCH_TEST_BIN", DLAUNCH_BIN);
 const std::string kWorker = Binary("DLAUNCH_TEST_WORKER", DLAUNCH_WORKER_BIN);
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Small sizes, and a slow-link factor no shared machine fails, so the verdict is PASS.
 constexpr char kSmall[] =
