@@ -63,6 +63,11 @@ bool PrintBuiltinHelp(const LaunchOptions& o) {
   return true;
 }
 
+bool BuiltinPrintsDocument(const LaunchOptions& o) {
+  if (o.command != Command::kPreflight) return false;
+  return worker::ParsePreflightArgs(o.program).format != worker::OutputFormat::kText;
+}
+
 std::string BuiltinFailureReport(const LaunchOptions& o, const RankOutcome& failed,
                                  const std::string& run_dir) {
   if (o.command != Command::kPreflight || BuiltinExitCode(failed) != kExitUnhealthy) return "";

@@ -24,6 +24,10 @@ bool PrintBuiltinHelp(const LaunchOptions& options);
 std::string BuiltinFailureReport(const LaunchOptions& options, const RankOutcome& failed,
                                  const std::string& run_dir);
 
+// True when the built-in's rank 0 prints a machine-readable document on its stdout (preflight
+// --json or --csv): the launcher then passes that stdout on alone and sends the rest to stderr.
+bool BuiltinPrintsDocument(const LaunchOptions& options);
+
 // Throws UsageError with doctor's fixes when a fatal mismatch would break the job.
 void CheckDoctorBeforeStart();
 

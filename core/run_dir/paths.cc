@@ -39,6 +39,9 @@ std::string RankDir::stderr_log() const { return Join(path_, "stderr.log"); }
 std::string RankDir::events() const { return Join(path_, "events.jsonl"); }
 std::string RankDir::flight() const { return Join(path_, "flight.json"); }
 std::string RankDir::hang_test_flight() const { return Join(path_, "flight-hang-test.json"); }
+std::string RankDir::op_table(const std::string& perf_name) const {
+  return Join(path_, (perf_name + ".txt").c_str());
+}
 std::string RankDir::error() const { return Join(path_, "error.json"); }
 std::string RankDir::stacks() const { return Join(path_, "stacks.txt"); }
 std::string RankDir::nccl_log() const { return Join(path_, "nccl.log"); }

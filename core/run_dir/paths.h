@@ -7,6 +7,7 @@
 //   <run-dir>/attempt<N>/  an earlier attempt's (or an earlier run's) rank<R>/ and reports
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
+//                     all_reduce_perf.txt ... (rank 0 of preflight: one op's table each)
 //                     heartbeat.json dump_request py_stacks.txt flight_tail.jsonl torch_trace_<R>
 //                     (Python ranks)
 #pragma once
@@ -32,6 +33,9 @@ class RankDir {
   std::string flight() const;      // flight.json, the flight recorder's latest dump
   // flight-hang-test.json: the recorder of preflight's deliberate hang, kept apart from flight.json
   std::string hang_test_flight() const;
+  // <perf_name>.txt (all_reduce_perf.txt, ...): one preflight op's table alone, as the nccl-tests
+  // program of that name prints it, for tools that read one program's output (rank 0 only).
+  std::string op_table(const std::string& perf_name) const;
   std::string error() const;        // error.json, why the rank failed, written by the rank
   std::string stacks() const;       // stacks.txt, native stacks the launcher took
   std::string nccl_log() const;     // nccl.log, NCCL_DEBUG_FILE when --nccl-debug is given

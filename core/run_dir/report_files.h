@@ -15,6 +15,8 @@ namespace dlaunch::rundir {
 
 inline constexpr char kPreflightSchema[] = "preflight";
 inline constexpr char kTraceSchema[] = "trace";
+inline constexpr char kOpTableSchema[] = "op_table";
+inline constexpr size_t kMaxOpTableBytes = 16 << 20;
 inline constexpr size_t kMaxPreflightBytes = 64 << 20;
 inline constexpr size_t kMaxTraceBytes = 256 << 20;
 
@@ -34,6 +36,15 @@ struct PreflightReport {
 void WritePreflight(const std::string& path, nlohmann::json document);
 FileState ReadPreflight(const std::string& path, const std::string& label, PreflightReport* out,
                         std::vector<std::string>* problems);
+
+// An op table (rank<R>/<perf_name>.txt): nccl-tests' text for one op, after a first comment line
+// "# schema: dlaunch.op_table/1" that nccl-tests parsers skip as they skip its other comments.
+// Atomically; blocks for the write; throws Error(kInternal).
+void WriteOpTable(const std::string& path, const std::string& table);
+// The table without the schema line; kInvalid (a problem line says why) for another file's or a
+// later version's first line, or a file over kMaxOpTableBytes.
+FileState ReadOpTable(const std::string& path, const std::string& label, std::string* table,
+                      std::vector<std::string>* problems);
 
 // `trace` holds traceEvents and displayTimeUnit; the schema is added (trace viewers ignore it).
 void WriteTrace(const std::string& path, nlohmann::json trace);

@@ -38,6 +38,7 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o) {
   so.grace_period = o.grace_period;
   so.quiet = o.quiet;
   so.console_ranks = {o.ranks_filter.begin(), o.ranks_filter.end()};
+  if (BuiltinPrintsDocument(o)) so.document_rank = 0;
   return so;
 }
 
@@ -214,9 +215,11 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
   }
   if (o.command == Command::kPreflight && plan_.hosts_coordinator()) {
     // Beside preflight's bandwidth tables: which transport each rank pair used, from nccl.log.
-    std::cout << nccl_log::FormatPreflightSection(
-                     nccl_log::Analyze(nccl_log::ParseRankDirs(plan_.run_dir())))
-              << std::flush;
+    // On stderr when stdout is preflight's --json or --csv document.
+    (BuiltinPrintsDocument(o) ? std::cerr : std::cout)
+        << nccl_log::FormatPreflightSection(
+               nccl_log::Analyze(nccl_log::ParseRankDirs(plan_.run_dir())))
+        << std::flush;
   }
   role_->Close(report);
   return report.exit_code;

@@ -274,6 +274,11 @@ class Supervisor::Attempt {
         break;
       }
       Log(s, std::string_view(buf, n));
+      if (!s.is_err && r.spec->rank == sup_.options_.document_rank) {
+        WriteAll(sup_.options_.console_out, std::string_view(buf, n));
+        sup_.TouchLive(i);
+        continue;
+      }
       s.lines.Feed(std::string_view(buf, n), &lines);
     }
     if (!open || r.outcome.exited) {
@@ -283,7 +288,8 @@ class Supervisor::Attempt {
       sup_.TouchLive(i);
       if (r.console) {
         const SupervisorOptions& o = sup_.options_;
-        WriteAll(s.is_err ? o.console_err : o.console_out, PrefixLines(r.spec->rank, lines));
+        const bool to_err = s.is_err || o.document_rank >= 0;
+        WriteAll(to_err ? o.console_err : o.console_out, PrefixLines(r.spec->rank, lines));
       }
     }
     if (!open) {

@@ -59,6 +59,10 @@ struct SupervisorOptions {
   std::set<int> console_ranks;  // empty: all
   int console_out = 1;
   int console_err = 2;
+  // The rank whose stdout is a document (preflight --json/--csv): its stdout bytes go to
+  // console_out as they are, without prefixes and even when quiet, and every other console line
+  // goes to console_err, so that `dlaunch ... > file` holds the document alone. -1: none.
+  int document_rank = -1;
 };
 
 // The signals dlaunch forwards to its ranks. Block them in every thread before any thread starts

@@ -10,29 +10,18 @@
 #include <string>
 
 #include "tests/common/test_dir.h"
+#include "tests/preflight/process_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-int RunCommand(const std::string& command) {
-  int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
+using dlaunch::testing::Binary;
+using dlaunch::testing::ReadFile;
+using dlaunch::testing::RunCommand;
 
-// The binaries of this build; DLAUNCH_TEST_BIN / DLAUNCH_TEST_WORKER point elsewhere.
-std::string Binary(const char* env, const char* built) {
-  const char* v = std::getenv(env);
-  return v && *v ? v : built;
-}
 const std::string kDlaunch = Binary("DLAUNCH_TEST_BIN", DLAUNCH_BIN);
 const std::string kWorker = Binary("DLAUNCH_TEST_WORKER", DLAUNCH_WORKER_BIN);
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;

@@ -45,6 +45,7 @@ TEST(PathsTest, EveryFileHasOnePath) {
   EXPECT_EQ(rank.dump_request(), "/logs/run/rank3/dump_request");
   EXPECT_EQ(rank.py_stacks(), "/logs/run/rank3/py_stacks.txt");
   EXPECT_EQ(rank.torch_trace_prefix(), "/logs/run/rank3/torch_trace_");
+  EXPECT_EQ(rank.op_table("all_reduce_perf"), "/logs/run/rank3/all_reduce_perf.txt");
   EXPECT_EQ(RankFileLabel(3, rank.flight()), "rank3/flight.json");
   EXPECT_EQ(RunDir::ParseRankDirName("rank12"), 12);
   EXPECT_EQ(RunDir::ParseRankDirName("rank"), std::nullopt);
@@ -67,6 +68,29 @@ TEST(SchemaTest, OldFilesAreVersionOneOtherFilesAreRefused) {
   EXPECT_EQ(CheckSchema({{"schema", 7}}, "flight", &problem), SchemaMatch::kOther);
   EXPECT_EQ(CheckSchema({{"schema", "dlaunch.flight/x"}}, "flight", &problem), SchemaMatch::kOther);
   EXPECT_EQ(SchemaId("events"), "dlaunch.events/1");
+}
+
+TEST(OpTableTest, RoundTripLaterVersionAndOtherFiles) {
+  const testing::TestDir dir("run-dir");
+  const std::string path = dir.path() / "all_reduce_perf.txt";
+  const std::string table =
+      "# Collective test starting: all_reduce_perf\n# Avg bus bandwidth : 1\n";
+  WriteOpTable(path, table);
+  EXPECT_EQ("# schema: dlaunch.op_table/1\n" + table, Slurp(path));
+  std::string back;
+  std::vector<std::string> problems;
+  EXPECT_EQ(FileState::kOk, ReadOpTable(path, "t", &back, &problems));
+  EXPECT_EQ(table, back);
+  EXPECT_TRUE(problems.empty());
+  std::ofstream(path) << "# schema: dlaunch.op_table/2\n" << table;
+  EXPECT_EQ(FileState::kOk, ReadOpTable(path, "t", &back, &problems));
+  EXPECT_EQ(table, back);
+  EXPECT_THAT(problems, ElementsAre(HasSubstr("dlaunch.op_table/2 is newer")));
+  problems.clear();
+  std::ofstream(path) << table;  // nccl-tests' own output: not a dlaunch file
+  EXPECT_EQ(FileState::kInvalid, ReadOpTable(path, "t", &back, &problems));
+  EXPECT_THAT(problems, ElementsAre(HasSubstr("not a dlaunch op table")));
+  EXPECT_EQ(FileState::kAbsent, ReadOpTable(path + ".none", "t", &back, &problems));
 }
 
 TEST(FlightFileTest, RoundTrip) {

@@ -212,8 +212,15 @@ int Suite::Run() {
   for (const std::string& name : options_.ops) {
     res.sweeps.push_back(sweep.Run(*FindOp(name)));
     if (!lead) continue;
-    if (text) std::cout << FormatSweepTable(res.sweeps.back(), options_, res.devices);
-    if (options_.format == OutputFormat::kCsv) std::cout << FormatSweepCsv(res.sweeps.back());
+    const SweepResult& done = res.sweeps.back();
+    const std::string table = FormatSweepTable(done, options_, res.devices);
+    if (text) std::cout << table;
+    // Each op alone in rank0/<perf_name>.txt: tools written for nccl-tests read one program's
+    // output (one "# Avg bus bandwidth" line, one table), not ten ops in a row.
+    if (!ctx_.rank_dir.empty() && done.skipped.empty()) {
+      rundir::WriteOpTable(rundir::RankDir(ctx_.rank_dir).op_table(done.op->perf_name), table);
+    }
+    if (options_.format == OutputFormat::kCsv) std::cout << FormatSweepCsv(done);
     std::cout << std::flush;
   }
 
