@@ -173,6 +173,10 @@ class CoordinatedRuntime : public LocalRuntime {
     s.set_device_peak_bytes(status_.device_peak_bytes);
     s.set_loss(status_.loss);
     s.set_samples_per_sec(status_.samples_per_sec);
+    s.set_steps_timed(status_.steps_timed);
+    s.set_step_busy_ms_total(status_.step_busy_ms_total);
+    s.set_arrivals_first_seq(status_.arrivals_first_seq);
+    for (int64_t us : status_.arrival_unix_us) s.add_arrival_unix_us(us);
     s.set_unix_ms(base::UnixMillis());
     return s;
   }

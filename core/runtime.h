@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/store.h"
 
@@ -43,6 +44,13 @@ struct RankStatus {
   int64_t device_peak_bytes = -1;
   double loss = 0;
   double samples_per_sec = 0;
+  // For straggler detection: steps timed so far and their busy milliseconds (each step less its
+  // waits inside collectives), cumulative; and the start times (unix us) of collectives
+  // arrivals_first_seq, +1, ... entered lately (a few hundred at most per heartbeat).
+  int64_t steps_timed = 0;
+  double step_busy_ms_total = 0;
+  int64_t arrivals_first_seq = -1;
+  std::vector<int64_t> arrival_unix_us;
 };
 
 // What the coordinator asks of a rank (v1::Command::Kind on the wire).

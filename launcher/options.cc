@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -190,6 +191,9 @@ po::options_description Describe() {
     ("hang-timeout", po::value<double>()->default_value(300), "seconds a collective may sit without progress before a hang is diagnosed; 0 turns detection off")
     ("hang-on-silence", po::bool_switch(), "a program with neither libdlaunch nor Python that prints nothing for --hang-timeout counts as hung")
     ("on-hang", po::value<std::string>()->default_value("exit"), "exit (code 3) or restart")
+    ("straggler-threshold", po::value<double>()->default_value(1.2), "a rank this many times the other ranks' median step time is named a straggler; 0 turns detection off")
+    ("straggler-window", po::value<int64_t>()->default_value(200), "steps the straggler figures cover (a rolling window, 20 to 100000)")
+    ("events-file", po::value<std::string>(), "append job events (rank start/exit, restart, hang, straggler, node lost) to this file as JSON lines")
     ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
     ("token-file", po::value<std::string>(), "multi-node: file holding the job token every node shares (else DLAUNCH_JOB_TOKEN)")
     ("tls-cert", po::value<std::string>(), "multi-node: this node's certificate (PEM)")
@@ -457,6 +461,24 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout", true);
   o.hang_on_silence = vm["hang-on-silence"].as<bool>();
   o.on_hang = vm["on-hang"].as<std::string>();
+  o.straggler_threshold = vm["straggler-threshold"].as<double>();
+  if (!std::isfinite(o.straggler_threshold) ||
+      (o.straggler_threshold != 0 && (o.straggler_threshold <= 1 || o.straggler_threshold > 100))) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", o.straggler_threshold);
+    throw UsageError(std::string("--straggler-threshold must be a factor in (1, 100], or 0 for off "
+                                 "(got ") +
+                     got + ")");
+  }
+  o.straggler_window = vm["straggler-window"].as<int64_t>();
+  if (o.straggler_window < 20 || o.straggler_window > 100000) {
+    throw UsageError("--straggler-window must be a number of steps in [20, 100000] (got " +
+                     std::to_string(o.straggler_window) + ")");
+  }
+  if (vm.count("events-file")) {
+    o.events_file = vm["events-file"].as<std::string>();
+    if (o.events_file.empty()) throw UsageError("--events-file needs a file name");
+  }
   if (o.on_hang != "exit" && o.on_hang != "restart") {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
   }

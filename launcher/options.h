@@ -53,6 +53,11 @@ struct LaunchOptions {
   std::chrono::milliseconds hang_timeout{300000};  // 0: no hang detection
   bool hang_on_silence = false;  // output silence of opaque programs counts as a hang
   std::string on_hang = "exit";  // exit | restart
+  // Straggler detection (launcher/straggler): a rank this many times the others' median step
+  // time over the last straggler_window steps is named; 0 turns it off.
+  double straggler_threshold = 1.2;
+  int64_t straggler_window = 200;
+  std::string events_file;  // --events-file: job events as JSON lines; "" = none
   int max_restarts = 0;
   bool quiet = false;
   std::vector<int> ranks_filter;  // empty: every rank on the console

@@ -88,6 +88,7 @@ json DiagnosisToJson(const Diagnosis& d) {
           {"problems", d.problems},
           {"nccl_verdicts", d.nccl_verdicts},
           {"torch_flight", d.torch_flight},
+          {"stragglers", StragglersToJson(d.stragglers)},
           {"incomplete", !d.problems.empty() || d.kind == DiagnosisKind::kIncomplete},
           {"run_dir", d.run_dir},
           {"created_unix_ms", d.created_unix_ms}};
@@ -110,6 +111,7 @@ Diagnosis DiagnosisFromJson(const json& j) {
   d.missing_ranks = detail::GetInts(j, "missing_ranks", 0, kMaxRanksInt);
   d.details = detail::GetStrings(j, "details");
   d.problems = detail::GetStrings(j, "problems");
+  d.stragglers = StragglersFromJson(j, "stragglers");
   if (j.contains("torch_flight") && j["torch_flight"].is_object()) {
     d.torch_flight = j["torch_flight"];
   }

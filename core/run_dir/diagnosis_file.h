@@ -12,6 +12,7 @@
 #include "core/run_dir/flight_file.h"
 #include "core/run_dir/memory_figures.h"
 #include "core/run_dir/paths.h"
+#include "core/run_dir/straggler_verdicts.h"
 
 namespace dlaunch::rundir {
 
@@ -103,6 +104,8 @@ struct Diagnosis {
   // PyTorch's own flight-recorder dumps and what comparing them across ranks found (an object:
   // {"dumps": [...], "findings": [...]}), empty when no rank left one.
   nlohmann::json torch_flight = nlohmann::json::object();
+  // The straggler verdicts of the run (summary.json's "stragglers"), active and ended.
+  std::vector<StragglerVerdict> stragglers;
   std::string run_dir;
   int64_t created_unix_ms = 0;
 };

@@ -25,6 +25,11 @@ void WriteHeartbeat(const std::string& path, const Heartbeat& h) {
               {"current_op", h.current_op},
               {"section", nullptr}};
   PutMemoryFigures(h, &doc);
+  doc["steps_timed"] = h.steps_timed;
+  doc["step_busy_ms_total"] = h.step_busy_ms_total;
+  if (h.arrivals_first_seq >= 0) {
+    doc["arrivals"] = {{"first_seq", h.arrivals_first_seq}, {"started_unix_us", h.arrival_unix_us}};
+  }
   if (!h.section.empty()) {
     doc["section"] = {
         {"name", h.section},
@@ -54,6 +59,16 @@ FileState ReadHeartbeat(const std::string& path, const std::string& label, Heart
   h.last_started_seq = GetInt(j, "last_started_seq", -1);
   h.last_completed_seq = GetInt(j, "last_completed_seq", -1);
   h.current_op = GetString(j, "current_op");
+  h.steps_timed = GetInt(j, "steps_timed", 0);
+  h.step_busy_ms_total = detail::GetDouble(j, "step_busy_ms_total", 0);
+  if (auto arrivals = j.find("arrivals"); arrivals != j.end() && arrivals->is_object()) {
+    h.arrivals_first_seq = GetInt(*arrivals, "first_seq", -1);
+    auto starts = arrivals->find("started_unix_us");
+    if (starts != arrivals->end() && starts->is_array()) {
+      for (const json& us : *starts)
+        h.arrival_unix_us.push_back(us.is_number() ? us.get<int64_t>() : 0);
+    }
+  }
   auto section = j.find("section");
   if (section != j.end() && section->is_object()) {
     h.section = GetString(*section, "name");

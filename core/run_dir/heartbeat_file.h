@@ -34,6 +34,12 @@ struct Heartbeat : MemoryFigures {
   std::string section;
   int64_t section_since_unix_ms = 0;
   double section_timeout_s = -1;
+  // Straggler measures, as core::RankStatus has them ("steps_timed", "step_busy_ms_total",
+  // "arrivals": {"first_seq", "started_unix_us": [...]}); absent in older files.
+  int64_t steps_timed = 0;
+  double step_busy_ms_total = 0;
+  int64_t arrivals_first_seq = -1;
+  std::vector<int64_t> arrival_unix_us;
 };
 
 // Atomically. Blocks for the write; throws Error(kInternal). (The agent writes the same format.)

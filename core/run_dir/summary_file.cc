@@ -8,6 +8,7 @@
 #include "core/run_dir/json_fields.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/schema.h"
+#include "core/run_dir/straggler_verdicts.h"
 
 namespace dlaunch::rundir {
 
@@ -80,6 +81,7 @@ std::string SummaryToJson(const Summary& s) {
     j["nodes"].push_back(std::move(node));
   }
   if (!s.truncated_logs.empty()) j["truncated_logs"] = s.truncated_logs;
+  if (!s.stragglers.empty()) j["stragglers"] = StragglersToJson(s.stragglers);
   for (const SummaryAttempt& a : s.attempts) {
     json attempt = {{"attempt", a.attempt},
                     {"restart_count", a.restart_count},
@@ -116,6 +118,7 @@ FileState ReadSummary(const std::string& path, const std::string& label, Summary
   s.updated_unix_ms = GetInt(j, "updated_unix_ms", 0);
   s.error = GetString(j, "error");
   s.truncated_logs = detail::GetStrings(j, "truncated_logs");
+  s.stragglers = StragglersFromJson(j, "stragglers");
   if (auto attempts = j.find("attempts"); attempts != j.end() && attempts->is_array()) {
     for (const json& a : *attempts) {
       if (!a.is_object() || s.attempts.size() >= static_cast<size_t>(kMaxRanks)) continue;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/run_dir/flight_file.h"
+#include "core/run_dir/straggler_verdicts.h"
 
 namespace dlaunch::rundir {
 
@@ -71,6 +72,8 @@ struct Summary {
   // Logs a full disk cut short ("rank1/stdout.log"), relative to the run directory.
   std::vector<std::string> truncated_logs;
   std::vector<SummaryAttempt> attempts;  // attempt by attempt, when there was a restart
+  // Straggler verdicts of the job so far, active and ended; written only when there were some.
+  std::vector<StragglerVerdict> stragglers;
 };
 
 std::string SummaryToJson(const Summary& summary);  // indented, with a trailing newline

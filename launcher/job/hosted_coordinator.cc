@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/runtime.h"
@@ -37,11 +38,38 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
   }
   // A dump in progress ends with the attempt it dumps.
   dumps_.reset();
+  // The verdicts of an earlier membership stay in the job's record; the new one (its world size
+  // may differ) starts its windows afresh.
+  if (straggler_) {
+    straggler_->Reset(base::UnixMillis());
+    const auto& old = straggler_->detector().Verdicts();
+    past_stragglers_.insert(past_stragglers_.end(), old.begin(), old.end());
+    past_generations_ += straggler_->generation() + 1;
+    straggler_.reset();
+  }
   monitor_.reset();
   view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
   LiveDumpOptions dump;
   dump.attempt = plan.membership().attempt;
   dumps_ = std::make_unique<DumpService>(view_, dump);
+  // Node 0 names the rank that makes the others wait, unless --straggler-threshold 0.
+  if (plan.options().straggler_threshold > 0) {
+    StragglerOptions so;
+    so.threshold = plan.options().straggler_threshold;
+    so.window_steps = plan.options().straggler_window;
+    straggler_ = std::make_unique<StragglerWatch>(
+        view_.get(), &handler_, plan.world_size(), base::Hostname(), so,
+        [this](const StragglerDetector::Change& c) {
+          if (!events_) return;
+          rundir::JobEvent e;
+          e.kind = c.started ? rundir::JobEventKind::kStragglerStart
+                             : rundir::JobEventKind::kStragglerEnd;
+          e.rank = c.verdict.rank;
+          e.host = c.verdict.host;
+          e.message = c.verdict.text;
+          events_->Emit(std::move(e));
+        });
+  }
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
   if (plan.options().hang_timeout.count() <= 0) return;
@@ -54,11 +82,27 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
   monitor_ = std::make_unique<HangMonitor>(*view_, ho);
 }
 
+std::vector<rundir::StragglerVerdict> HostedCoordinator::Stragglers() const {
+  std::vector<rundir::StragglerVerdict> all = past_stragglers_;
+  if (straggler_) {
+    const auto& now = straggler_->detector().Verdicts();
+    all.insert(all.end(), now.begin(), now.end());
+  }
+  return all;
+}
+
 void HostedCoordinator::Tick() {
   if (dumps_ && !hang_diagnosed_) dumps_->Poll();
+  if (straggler_ && !hang_diagnosed_) straggler_->Poll(base::UnixMillis());
   if (!monitor_) return;
   if (auto d = monitor_->Poll(base::UnixMillis())) {
     hang_diagnosed_ = true;
+    if (events_) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kHang;
+      e.message = d->headline;
+      events_->Emit(std::move(e));
+    }
     std::cerr << FormatDiagnosis(*d) << std::flush;
     // A rank found stopped or silent has had its stacks taken: a SIGTERM and the grace period
     // would only hold the teardown.
@@ -181,6 +225,14 @@ void HostedCoordinator::OnNodeFault(const NodeFault& fault) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     supervisor = supervisor_;
+  }
+  if (events_ && fault.kind != NodeFaultKind::kFailed) {
+    rundir::JobEvent e;
+    e.kind = rundir::JobEventKind::kNodeLost;
+    e.node_rank = fault.node_rank;
+    e.host = fault.host;
+    e.message = fault.message;
+    events_->Emit(std::move(e));
   }
   if (supervisor) supervisor->RequestStop(kExitRankFailed, fault.message);
 }

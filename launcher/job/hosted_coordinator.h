@@ -10,8 +10,10 @@
 
 #include "launcher/diagnose/hang_monitor.h"
 #include "launcher/job/dump_service.h"
+#include "launcher/job/job_event_log.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/live_job.h"
+#include "launcher/job/straggler_watch.h"
 #include "launcher/rendezvous/coordinator.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -34,6 +36,14 @@ class HostedCoordinator : public CoordinatorListener {
   // new dump request starts its dump.
   void Tick();
   bool hang_diagnosed() const { return hang_diagnosed_; }
+  // Job events (hang, straggler, node lost) also go to `log` (may be null; outlives this).
+  void SetEventLog(JobEventLog* log) { events_ = log; }
+  // Every straggler verdict of the job so far, active and ended, for summary.json; and a count
+  // that moves whenever one starts or ends. Call on the supervisor's thread, as Tick.
+  std::vector<rundir::StragglerVerdict> Stragglers() const;
+  int straggler_generation() const {
+    return past_generations_ + (straggler_ ? straggler_->generation() : 0);
+  }
   int attempt() const { return attempt_; }  // the attempt Watch was last given
   // The first error, timeout, oom or nan rank `rank` reported in this attempt ("kind: message"),
   // after the mismatch RootCause found it at fault for, if any.
@@ -67,6 +77,10 @@ class HostedCoordinator : public CoordinatorListener {
   std::unique_ptr<HangMonitor> monitor_;
   std::unique_ptr<DumpService> dumps_;  // declared after view_: goes first
   bool hang_diagnosed_ = false;
+  std::unique_ptr<StragglerWatch> straggler_;              // none with --straggler-threshold 0
+  std::vector<rundir::StragglerVerdict> past_stragglers_;  // of earlier memberships
+  int past_generations_ = 0;
+  JobEventLog* events_ = nullptr;
 };
 
 }  // namespace dlaunch::launcher

@@ -7,20 +7,57 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/attempts.h"
+#include "core/run_dir/job_events.h"
 #include "core/run_dir/leftovers.h"
 #include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/builtins.h"
+#include "launcher/job/report.h"
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
 #include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
 namespace {
+
+// The rank_start and rank_exit events of this node's ranks that `said` has not had yet.
+void EmitRankEvents(const AttemptResult& now, const std::string& host, JobEventLog* events,
+                    std::map<int, int>* said) {
+  for (const RankOutcome& r : now.ranks) {
+    int& was = (*said)[r.rank];  // 0 nothing, 1 started, 2 exited
+    if (was == 0 && r.pid > 0) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kRankStart;
+      e.rank = r.rank;
+      e.host = host;
+      e.pid = r.pid;
+      e.unix_ms = r.start_unix_ms;
+      events->Emit(std::move(e));
+      was = 1;
+    }
+    if (was == 1 && r.exited) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kRankExit;
+      e.rank = r.rank;
+      e.host = host;
+      e.pid = r.pid;
+      e.unix_ms = r.end_unix_ms;
+      if (r.signal) {
+        e.signal = SignalName(r.signal);
+      } else {
+        e.exit_code = r.exit_code;
+      }
+      e.message = DescribeExit(r);
+      events->Emit(std::move(e));
+      was = 2;
+    }
+  }
+}
 
 namespace fs = std::filesystem;
 
@@ -124,7 +161,12 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     return EndBeforeStart(interrupted);
   }
   if (!opened) return kExitRankFailed;
-  supervisor.on_tick = [this] { role_->OnTick(); };
+  // --events-file: node 0 tells the job's story; the other nodes' ranks reach it as node events.
+  std::unique_ptr<JobEventLog> events;
+  if (!plan_.options().events_file.empty() && plan_.hosts_coordinator()) {
+    events = std::make_unique<JobEventLog>(plan_.options().events_file, plan_.identity().run_id);
+    role_->SetEventLog(events.get());
+  }
 
   const LaunchOptions& o = plan_.options();
   auto announce = [&] {
@@ -147,8 +189,22 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
   AttemptReport report;
   for (;;) {
     const Membership m = plan_.membership();
+    if (events) events->SetAttempt(m.attempt);
+    // The last progress, so that a straggler verdict rewrites summary.json as a rank change does;
+    // and which ranks the events file has said started and ended.
+    AttemptResult progress;
+    std::map<int, int> said;  // rank -> 1 started, 2 exited
     supervisor.on_change = [&, restarts = m.restart_count](const AttemptResult& now) {
+      progress = now;
       summary_file.WriteProgress(summary, restarts, now);
+      if (events) EmitRankEvents(now, host_, events.get(), &said);
+    };
+    supervisor.on_tick = [&, restarts = m.restart_count, generation = -1]() mutable {
+      role_->OnTick();
+      if (role_->straggler_generation() == generation) return;
+      generation = role_->straggler_generation();
+      summary.stragglers = role_->Stragglers();
+      if (!progress.ranks.empty()) summary_file.WriteProgress(summary, restarts, progress);
     };
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
@@ -175,6 +231,8 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     // A rank killed between writing a file and renaming it into place left the temporary file:
     // its error.json is kept (before Judge reads it), the rest removed.
     for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
+    if (events) EmitRankEvents(result, host_, events.get(), &said);
+    summary.stragglers = role_->Stragglers();
     report = Judge(m.attempt, std::move(result));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
@@ -207,6 +265,13 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       break;
     }
     record.next = how;
+    if (events) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kRestart;
+      e.attempt = plan_.membership().attempt;
+      e.message = how + " after: " + report.error;
+      events->Emit(std::move(e));
+    }
     MakeRankDirs(plan_);
     announce();
   }

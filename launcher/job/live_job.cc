@@ -20,6 +20,10 @@ core::RankStatus FromProto(const v1::RankStatus& s) {
   r.device_peak_bytes = s.device_peak_bytes();
   r.loss = s.loss();
   r.samples_per_sec = s.samples_per_sec();
+  r.steps_timed = s.steps_timed();
+  r.step_busy_ms_total = s.step_busy_ms_total();
+  r.arrivals_first_seq = s.arrivals_first_seq();
+  r.arrival_unix_us.assign(s.arrival_unix_us().begin(), s.arrival_unix_us().end());
   return r;
 }
 

@@ -66,6 +66,15 @@ class NodeZero : public NodeRole {
         run_id_(o.run_id.empty() ? NewRunId() : o.run_id) {}
 
   void OnTick() override { coordinator_->Tick(); }
+  void SetEventLog(JobEventLog* log) override {
+    if (coordinator_) coordinator_->SetEventLog(log);
+  }
+  std::vector<rundir::StragglerVerdict> Stragglers() const override {
+    return coordinator_ ? coordinator_->Stragglers() : std::vector<rundir::StragglerVerdict>{};
+  }
+  int straggler_generation() const override {
+    return coordinator_ ? coordinator_->straggler_generation() : 0;
+  }
   std::string RankError(int rank) override { return coordinator_->RankError(rank); }
   std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere) override {
     return coordinator_->RootCause(result, elsewhere);

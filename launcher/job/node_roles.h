@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "launcher/job/job_event_log.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/report.h"
 #include "launcher/supervision/supervisor.h"
@@ -61,6 +62,13 @@ class NodeRole {
                     const std::function<void()>& put_away) = 0;
   // After the last attempt. Blocks at most a few seconds.
   virtual void Close(const AttemptReport& last) = 0;
+  // Node 0: where the job events it sees (hang, straggler, node lost) also go; `log` outlives
+  // the role. Other roles see none.
+  virtual void SetEventLog(JobEventLog* log) { (void)log; }
+  // Node 0: the straggler verdicts so far and a count that moves when one starts or ends (both
+  // cheap, on the supervisor's thread). Other roles have none.
+  virtual std::vector<rundir::StragglerVerdict> Stragglers() const { return {}; }
+  virtual int straggler_generation() const { return 0; }
 
   // Thread-safe, does not block: `signal` came while no attempt runs (the agent's
   // InterruptWatch): a node rendezvous wait of Prepare, Open or Next ends now, and the job ends

@@ -111,6 +111,7 @@ rundir::Summary MakeSummary(const SummaryInfo& info, const std::vector<RankOutco
   s.updated_unix_ms = base::UnixMillis();
   s.error = info.error;
   s.truncated_logs = info.truncated_logs;
+  s.stragglers = info.stragglers;
   s.attempts = info.attempts;
   for (const auto& r : ranks) {
     rundir::SummaryRank& rank = s.ranks.emplace_back(SummaryOfLocalRank(r));

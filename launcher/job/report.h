@@ -44,8 +44,9 @@ struct SummaryInfo {
   int restarts = 0;
   std::string error;            // the root cause or stop reason, one line
   std::vector<NodeView> nodes;  // multi-node, on node 0: every node and its ranks' outcomes
-  std::vector<std::string> truncated_logs;  // logs cut short by a full disk
-  std::vector<AttemptRecord> attempts;      // attempt by attempt, when there was a restart
+  std::vector<std::string> truncated_logs;           // logs cut short by a full disk
+  std::vector<AttemptRecord> attempts;               // attempt by attempt, when there was a restart
+  std::vector<rundir::StragglerVerdict> stragglers;  // node 0: the job's straggler verdicts
 };
 
 // summary.json as the launcher keeps it from the moment the ranks start: rewritten atomically on

@@ -42,6 +42,10 @@ std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir) {
   s.device_allocated_bytes = beat.device_allocated_bytes;
   s.device_reserved_bytes = beat.device_reserved_bytes;
   s.device_peak_bytes = beat.device_peak_bytes;
+  s.steps_timed = beat.steps_timed;
+  s.step_busy_ms_total = beat.step_busy_ms_total;
+  s.arrivals_first_seq = beat.arrivals_first_seq;
+  s.arrival_unix_us = std::move(beat.arrival_unix_us);
   h.section = beat.section;
   h.section_since_unix_ms = beat.section_since_unix_ms;
   h.section_timeout_s = beat.section_timeout_s;

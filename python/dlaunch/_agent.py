@@ -79,6 +79,13 @@ class Agent:
         self.step = 0
         self.explicit_steps = False
         self._opt_steps = {}
+        # Step timing for the launcher's straggler detection: steps timed, their busy time (the
+        # step less its time in collectives), and the last step boundary (monotonic ns and the
+        # recorder's comm time then); boundaries come from optimizer steps, else DDP forwards.
+        self.steps_timed = 0
+        self.step_busy_ms = 0.0
+        self._boundary = None
+        self._stepped_optimizer = None  # id of the optimizer whose steps are the boundaries
         self.progress_ms = self.phase_since_ms
         self.sections = []  # stack of {"name", "timeout_s", "since_unix_ms"}
         self._in_collective = {}  # thread id -> phase before the collective
@@ -234,10 +241,33 @@ class Agent:
                 self.phase = prev
                 self.phase_since_ms = int(time.time() * 1000)
 
+    def _step_boundary(self):
+        """A step ended (under self._lock): its busy time joins the totals."""
+        now = time.monotonic_ns()
+        comm = self.recorder.comm_ns()
+        if self._boundary is not None:
+            wall, was_comm = now - self._boundary[0], comm - self._boundary[1]
+            self.steps_timed += 1
+            self.step_busy_ms += max(0, wall - was_comm) / 1e6
+        self._boundary = (now, comm)
+
+    def ddp_forward(self):
+        """A DDP forward began: a step boundary while no optimizer step has been seen."""
+        with self._lock:
+            if self._stepped_optimizer is None:
+                self._step_boundary()
+
     def optimizer_stepped(self, optimizer_id):
         with self._lock:
             n = self._opt_steps.get(optimizer_id, 0) + 1
             self._opt_steps[optimizer_id] = n
+            if self._stepped_optimizer is None:
+                # The DDP forwards were the boundaries until now: time from here, on the first
+                # optimizer's steps (with several, each steps once per training step).
+                self._stepped_optimizer = optimizer_id
+                self._boundary = None
+            if optimizer_id == self._stepped_optimizer:
+                self._step_boundary()
             if not self.explicit_steps and n > self.step:
                 self.step = n
                 self.progress_ms = int(time.time() * 1000)
@@ -290,6 +320,8 @@ class Agent:
                 "section": None,
                 "rss_bytes": _memory.rss_bytes(),
                 "peak_rss_bytes": _memory.peak_rss_bytes(),
+                "steps_timed": self.steps_timed,
+                "step_busy_ms_total": round(self.step_busy_ms, 3),
             }
             if self.sections:
                 s = self.sections[-1]
@@ -300,6 +332,9 @@ class Agent:
                                    "pg_seq": flying.pg_seq,
                                    "since_unix_ms": flying.started_ns // 1000000,
                                    "call_site": flying.call_site}
+        first, starts = rec.arrivals()
+        if first >= 0:
+            status["arrivals"] = {"first_seq": first, "started_unix_us": starts}
         status.update(_memory.cuda_stats())
         return status
 

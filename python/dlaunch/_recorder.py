@@ -83,6 +83,10 @@ class FlightRecorder:
         self.last_change_ns = 0
         self._tail = None
         self._flying = {}  # seq -> entry still started, oldest first (a heartbeat reads it)
+        # Time with at least one call in flight, for the step time less its waits (the launcher's
+        # straggler measure): the total of closed spans, and when the open one began (0: none).
+        self._comm_ns = 0
+        self._comm_since_ns = 0
 
     def open_tail(self, path):
         """Starts the tail file (emptied: a new rank's entries only), mapped shared, so a write
@@ -164,6 +168,7 @@ class FlightRecorder:
                 self._flying.pop(old.seq, None)  # an async call never waited on, out of the ring
             self._ring[slot] = e
             if not scheduled:
+                self._comm_opens(now)
                 self._flying[e.seq] = e
                 self.last_started = e.seq
             self.version += 1
@@ -178,6 +183,7 @@ class FlightRecorder:
                 return
             e.state = STARTED
             e.started_ns = time.time_ns()
+            self._comm_opens(e.started_ns)
             self._flying[e.seq] = e
             self.last_started = max(self.last_started, e.seq)
             self.version += 1
@@ -191,6 +197,7 @@ class FlightRecorder:
             e.state = COMPLETED
             e.completed_ns = time.time_ns()
             self._flying.pop(e.seq, None)
+            self._comm_closes(e.completed_ns)
             if e.seq > self.last_completed:
                 self.last_completed = e.seq
             self.version += 1
@@ -204,11 +211,46 @@ class FlightRecorder:
             e.state = FAILED
             e.completed_ns = time.time_ns()
             self._flying.pop(e.seq, None)
+            self._comm_closes(e.completed_ns)
             e.error = error
             e.text = None
             self.version += 1
             self.last_change_ns = e.completed_ns
             self._write_tail(e)
+
+    # ---- the straggler measures (under self._lock)
+    def _comm_opens(self, now):
+        if not self._flying:
+            self._comm_since_ns = now
+
+    def _comm_closes(self, now):
+        if not self._flying and self._comm_since_ns:
+            self._comm_ns += now - self._comm_since_ns
+            self._comm_since_ns = 0
+
+    def comm_ns(self):
+        """Nanoseconds so far with a call in flight (spans of overlapping calls counted once)."""
+        with self._lock:
+            open_ns = time.time_ns() - self._comm_since_ns if self._comm_since_ns else 0
+            return self._comm_ns + open_ns
+
+    def arrivals(self, n=256):
+        """(collective_seq of the first, [start unix us, ...]) of the newest `n` collectives of
+        the default group that started; (-1, []) when none. 0 marks one not started."""
+        with self._lock:
+            first = max(0, self._next_seq - min(n, self.capacity))
+            picked = []
+            for s in range(first, self._next_seq):
+                e = self._ring[s % self.capacity]
+                if e is not None and e.collective_seq >= 0:
+                    picked.append((e.collective_seq, e.started_ns // 1000))
+        if not picked:
+            return -1, []
+        base = picked[0][0]
+        out = [0] * (picked[-1][0] - base + 1)
+        for seq, us in picked:
+            out[seq - base] = us
+        return base, out
 
     def entries(self):
         with self._lock:

@@ -296,6 +296,7 @@ class _Hooks:
                     print("dlaunch: DDP gradient all-reduces are not recorded: %s" % e,
                           file=sys.stderr)
             agent = hooks.agent
+            agent.ddp_forward()
             agent.set_phase("forward")
             try:
                 return orig_forward(self, *args, **kwargs)

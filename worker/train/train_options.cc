@@ -94,6 +94,10 @@ po::options_description Describe(TrainOptions& o) {
   add("quiet", po::bool_switch(&o.quiet), "no console progress");
   add("fail-at-step", po::value(&o.fail_at_step)->default_value(o.fail_at_step),
       "testing: exit 1 at this step on the first attempt (restart count 0)");
+  add("slow-rank", po::value(&o.slow_rank)->default_value(o.slow_rank),
+      "testing: this rank sleeps --slow-ms in every step, a straggler (-1: none)");
+  add("slow-ms", po::value(&o.slow_ms)->default_value(o.slow_ms),
+      "testing: milliseconds --slow-rank sleeps per step");
   return d;
 }
 
@@ -174,6 +178,9 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
               (o.heartbeat_interval_s == 0 || o.heartbeat_interval_s >= 0.001),
           "--heartbeat-interval must be 0 (only the closing event) or at least 0.001 seconds");
   Require(o.fail_at_step >= -1, "--fail-at-step must be a step >= 0, or -1 for never");
+  Require(o.slow_rank >= -1, "--slow-rank must be a rank >= 0, or -1 for none");
+  Require(std::isfinite(o.slow_ms) && o.slow_ms >= 0 && o.slow_ms <= 60000,
+          "--slow-ms must be in [0, 60000]");
   Require(o.backend == "auto" || o.backend == "gloo" || o.backend == "nccl",
           "--backend must be auto, gloo or nccl");
   Require(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda");

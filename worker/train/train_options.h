@@ -55,7 +55,9 @@ struct TrainOptions {
   std::string transport = "auto";
   double collective_timeout_s = 300;
   int64_t fail_at_step = -1;  // test hook: exit 1 at this step on the first attempt
-  bool quiet = false;         // no console progress line (benchmarks, tests)
+  int slow_rank = -1;         // test hook: this rank sleeps slow_ms in every step (a straggler)
+  double slow_ms = 0;
+  bool quiet = false;  // no console progress line (benchmarks, tests)
   bool help = false;
 };
 

@@ -363,6 +363,9 @@ void Trainer::Train() {
                   "injected failure at step " + std::to_string(step_) + " (--fail-at-step)");
     }
     auto t0 = Clock::now();
+    if (ctx_.rank == opts_.slow_rank && opts_.slow_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.slow_ms));
+    }
     int64_t epoch = step_ / steps_per_epoch_;
     if (epoch != indices_epoch) {
       indices = sampler_->Indices(epoch);

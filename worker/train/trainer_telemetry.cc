@@ -25,6 +25,8 @@ using nlohmann::json;
 
 // Every step's memory is read for the first steps (where allocations settle), then sampled.
 constexpr int64_t kMemoryEveryStepUntil = 10;
+// Collective start times one heartbeat carries at most: more than a beat's worth at 100 steps/s.
+constexpr int64_t kMaxArrivals = 256;
 
 }  // namespace
 
@@ -145,8 +147,12 @@ void Trainer::Heartbeat(bool final_beat) {
     body["memory_checkpoint_ms"] = memory_ms_;
     body["run_samples_per_sec"] = total_step_ms_ > 0 ? total_samples_ / (total_step_ms_ / 1000) : 0;
   }
-  reporter_.Status([&s, phase](core::RankStatus& st) {
+  const int64_t steps_timed = static_cast<int64_t>(step_ms_.size());
+  const double busy_ms = total_step_ms_ - total_comm_ms_;
+  reporter_.Status([&s, phase, steps_timed, busy_ms](core::RankStatus& st) {
     st.step = s.step;
+    st.steps_timed = steps_timed;
+    st.step_busy_ms_total = busy_ms;
     st.phase = phase;
     st.loss = s.loss;
     st.samples_per_sec = s.samples_per_sec;
@@ -202,10 +208,26 @@ void Trainer::StartSeqBeat() {
       const int64_t started = flight.last_started_seq();
       const int64_t completed = flight.last_completed_seq();
       const std::string op = flight.current_op();
+      // Start times of the newest kMaxArrivals collectives entered, for the launcher's
+      // last-to-enter count. Each beat repeats those of the last: a status that is replaced
+      // before its heartbeat went out loses none, and the launcher ignores repeats.
+      int64_t first_seq = -1;
+      std::vector<int64_t> arrivals;
+      for (int64_t seq = std::max<int64_t>(0, started - kMaxArrivals + 1); seq <= started; ++seq) {
+        const auto e = flight.Get(seq);
+        if (!e || e->collective_seq < 0) continue;
+        if (first_seq < 0) first_seq = e->collective_seq;
+        const size_t at = static_cast<size_t>(e->collective_seq - first_seq);
+        if (e->collective_seq < first_seq || at > 4 * kMaxArrivals) continue;
+        arrivals.resize(std::max(arrivals.size(), at + 1), 0);
+        arrivals[at] = e->started_unix_ns / 1000;
+      }
       reporter_.Status([&](core::RankStatus& st) {
         st.last_started_seq = started;
         st.last_completed_seq = completed;
         st.current_op = op;
+        st.arrivals_first_seq = first_seq;
+        st.arrival_unix_us = std::move(arrivals);
         // Inside a collective the rank communicates, whatever phase its step is in.
         if (started > completed) st.phase = core::Phase::kCommunication;
       });
