@@ -130,6 +130,9 @@ int JobAgent::Run(ProcessSpawner* spawner) {
       ProcessSpec process;
       process.argv = plan_.argv();
       process.env = plan_.RankEnvironment(slot, m.restart_count);
+      // Counts elastic changes of membership too, which TORCHELASTIC_RESTART_COUNT does not:
+      // `train` resumes from its checkpoint on any attempt after the first.
+      process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
@@ -149,6 +152,7 @@ int JobAgent::Run(ProcessSpawner* spawner) {
     // A rank killed between writing a file and renaming it into place left the temporary file:
     // its error.json is kept (before Judge reads it), the rest removed.
     for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
+    SweepBuiltinLeftovers(o);
     report = Judge(m.attempt, std::move(result));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
