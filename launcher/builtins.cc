@@ -12,6 +12,7 @@
 #include "launcher/doctor/doctor.h"
 #include "worker/preflight/preflight_options.h"
 #ifdef DLAUNCH_HAVE_TRAIN
+#include "worker/train/checkpoint_file.h"
 #include "worker/train/train_options.h"
 #endif
 
@@ -41,7 +42,9 @@ std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::st
     argv.push_back("preflight");
   } else {
 #ifdef DLAUNCH_HAVE_TRAIN
-    if (worker::ValidateTrainArgs(o.program).help) {
+    // An elastic job's world is known only after its rendezvous.
+    const int world = o.min_nodes == 0 || o.min_nodes == o.nnodes ? o.nproc * o.nnodes : 0;
+    if (worker::ValidateTrainArgs(o.program, world).help) {
       // Help is an answer, not a job: printed once, before any rank, coordinator or run directory.
       std::cout << worker::TrainOptionsHelp() << std::flush;
       std::exit(kExitOk);
@@ -72,6 +75,19 @@ std::string BuiltinFailureReport(const LaunchOptions& o, const RankOutcome& fail
                                  const std::string& run_dir) {
   if (o.command != Command::kPreflight || BuiltinExitCode(failed) != kExitUnhealthy) return "";
   return worker::PreflightFailureReport(run_dir);
+}
+
+void SweepBuiltinLeftovers(const LaunchOptions& o) {
+#ifdef DLAUNCH_HAVE_TRAIN
+  if (o.command != Command::kTrain) return;
+  try {
+    const worker::TrainOptions t = worker::ParseTrainOptions(o.program);
+    if (!t.checkpoint_dir.empty()) worker::RemoveStaleCheckpointTemps(t.checkpoint_dir);
+  } catch (const std::exception&) {  // checked before the start; nothing to sweep otherwise
+  }
+#else
+  (void)o;
+#endif
 }
 
 void CheckDoctorBeforeStart() {

@@ -31,6 +31,10 @@ bool BuiltinPrintsDocument(const LaunchOptions& options);
 // Throws UsageError with doctor's fixes when a fatal mismatch would break the job.
 void CheckDoctorBeforeStart();
 
+// After an attempt of `train`, whose ranks are gone: removes the checkpoint.pt.tmp.<pid> a rank 0
+// killed while writing left in --checkpoint-dir. Blocks for a directory scan; never throws.
+void SweepBuiltinLeftovers(const LaunchOptions& options);
+
 // dlaunch's exit code for a built-in whose first failed rank ended like `failed`: a watchdog
 // timeout is a hang (3), an unhealthy pre-flight is 4, anything else 1.
 int BuiltinExitCode(const RankOutcome& failed);

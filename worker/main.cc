@@ -111,6 +111,7 @@ int Run(const std::string& command, const std::vector<std::string>& args) {
     auto rt = Runtime::FromEnv();
     auto ctx = MakeContext<dlaunch::worker::TrainContext>(*rt);
     ctx.restart_count = rt->restart_count();
+    if (const char* a = std::getenv("DLAUNCH_ATTEMPT")) ctx.attempt = std::atoi(a);
     ctx.update_status = [&rt](const std::function<void(dlaunch::core::RankStatus&)>& f) {
       rt->UpdateStatus(f);
     };

@@ -212,6 +212,9 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       ProcessSpec process;
       process.argv = plan_.argv();
       process.env = plan_.RankEnvironment(slot, m.restart_count);
+      // Counts elastic changes of membership too, which TORCHELASTIC_RESTART_COUNT does not:
+      // `train` resumes from its checkpoint on any attempt after the first.
+      process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
@@ -233,6 +236,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
     if (events) EmitRankEvents(result, host_, events.get(), &said);
     summary.stragglers = role_->Stragglers();
+    SweepBuiltinLeftovers(o);
     report = Judge(m.attempt, std::move(result));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);

@@ -60,8 +60,9 @@ std::vector<int> RunWorld(int world, const std::vector<std::string>& args,
 std::vector<torch::Tensor> CheckpointParams(const std::string& dir, int64_t global_batch) {
   auto model = MakeModel("mlp", {16, 0, 0, 4, 32});
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  CheckpointMeta expect;
-  expect.model = "mlp";
+  CheckpointManifest expect;
+  expect.key.model = "mlp";
+  expect.per_rank_batch = global_batch;  // either batch kept lets it load
   expect.global_batch = global_batch;
   auto meta = LoadCheckpoint(dir, expect, *model, opt);
   EXPECT_TRUE(meta.has_value()) << dir;

@@ -1,36 +1,33 @@
 // Training checkpoints: model, optimizer state, step and RNG state in one file, written by rank 0
-// through a temporary file and rename(2), so a crash mid-write never replaces the last good one.
+// atomically (checkpoint_file.h), so a crash mid-write never replaces the last good one. The file
+// carries a manifest (batch, world size, every parameter's shape) that is checked, with every
+// entry's CRC-32, before anything is loaded.
 #pragma once
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <cstdint>
 #include <optional>
 #include <string>
 
+#include "worker/train/checkpoint_file.h"
+
 namespace dlaunch::worker {
 
-struct CheckpointMeta {
-  int64_t step = 0;  // optimizer steps completed; the sampler position follows from it
-  uint64_t seed = 0;
-  int64_t world_size = 0;
-  int64_t global_batch = 0;  // batch * grad_accum * world_size: resuming with another is refused
-  std::string model;
-};
-
-// <dir>/checkpoint.pt
-std::string CheckpointPath(const std::string& dir);
-
-// Blocks for the write. Creates `dir` if needed. Throws Error(kInternal) naming the path on
-// failure; the previous checkpoint is then untouched.
-void SaveCheckpoint(const std::string& dir, const CheckpointMeta& meta, torch::nn::Module& model,
+// Blocks for the write. Creates `dir` if needed and removes what killed writers left there.
+// `meta.shapes` is filled from the model. Throws Error(kInternal) naming the path on failure; the
+// previous checkpoint is then untouched.
+void SaveCheckpoint(const std::string& dir, CheckpointManifest meta, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer);
 
-// Returns nullopt when no checkpoint exists. Blocks for the read. Throws Error(kInternal) for an
-// unreadable file and UsageError when it was written for another model or global batch.
-std::optional<CheckpointMeta> LoadCheckpoint(const std::string& dir, const CheckpointMeta& expect,
-                                             torch::nn::Module& model,
-                                             torch::optim::Optimizer& optimizer);
+// Returns nullopt when no checkpoint exists. Blocks for the read. Throws UsageError ("train:
+// checkpoint PATH: ...") for a damaged file, one written for another model, shape or batch (see
+// CheckpointMismatch; `expect` gives this run's key and batches), before anything is loaded;
+// Error(kInternal) when torch cannot read what passed the checks. A checkpoint of an older
+// dlaunch (no manifest) comes back with steps_per_epoch 0: resumable only on the same world.
+std::optional<CheckpointManifest> LoadCheckpoint(const std::string& dir,
+                                                 const CheckpointManifest& expect,
+                                                 torch::nn::Module& model,
+                                                 torch::optim::Optimizer& optimizer);
 
 }  // namespace dlaunch::worker

@@ -22,6 +22,7 @@ struct TrainContext {
   int world_size = 1;
   int local_rank = 0;
   int restart_count = 0;
+  int attempt = 0;  // DLAUNCH_ATTEMPT: restarts and elastic changes of membership
   std::shared_ptr<core::Store> store;
   std::string run_dir;
   std::string rank_dir;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "worker/train/checkpoint_file.h"
 #include "worker/train/data_set.h"
 #include "worker/train/idx_file.h"
 
@@ -221,12 +222,39 @@ DataSource ResolveDataSource(const TrainOptions& o) {
   return s;
 }
 
-TrainOptions ValidateTrainArgs(const std::vector<std::string>& args) {
+TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size) {
   TrainOptions o = ParseTrainOptions(args);
   if (o.help) return o;
   DataSource s = ResolveDataSource(o);
-  if (s.kind == DataSource::Kind::kIdx) CheckIdxDataDir(s.path);
-  if (s.kind == DataSource::Kind::kCsv) ReadDataSetFile(s.path);
+  // What the model's shapes follow from, as far as known without reading all the data.
+  ShapeKey key{o.model, 0, 0, o.model == "mlp" ? o.hidden : int64_t{0}};
+  if (s.kind == DataSource::Kind::kIdx) {
+    const IdxHeader h = ReadIdxHeader(CheckIdxDataDir(s.path).train_images, 3);
+    key.feature_dim = h.dims[1] * h.dims[2];
+  } else if (s.kind == DataSource::Kind::kCsv) {
+    const DataSet d = ReadDataSetFile(s.path);
+    key.feature_dim = d.feature_dim;
+    key.classes = d.classes;
+  } else {
+    key.feature_dim = o.model == "mlp" ? o.features : o.image_size * o.image_size;
+    key.classes = o.classes;
+  }
+  struct stat st {};
+  const std::string path = CheckpointPath(o.checkpoint_dir);
+  if (o.resume && ::lstat(path.c_str(), &st) == 0) {
+    CheckpointBytes file;
+    try {
+      file = ReadCheckpointFile(path);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("train: --resume: ") + e.what());
+    }
+    const int64_t per_rank = o.batch_size * o.grad_accum;
+    if (file.manifest) {
+      const std::string why =
+          CheckpointMismatch(*file.manifest, key, per_rank, per_rank * world_size);
+      if (!why.empty()) throw UsageError("train: --resume: checkpoint " + path + ": " + why);
+    }
+  }
   return o;
 }
 

@@ -76,7 +76,9 @@ DataSource ResolveDataSource(const TrainOptions& o);
 // file); throws UsageError naming the bad flag or file. The launcher calls it before spawning
 // ranks, so bad input exits 2 at once. Returns the options (with --help, unchecked beyond that).
 // Blocks for short file reads.
-TrainOptions ValidateTrainArgs(const std::vector<std::string>& args);
+// With --resume, the checkpoint is checked too (checkpoint_file.h: format, CRC-32, model and
+// shapes, batch) against `world_size` ranks (0: not known before an elastic rendezvous).
+TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size = 0);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: linear warm-up over
 // --warmup-steps, then cosine decay to 0, a step decay by --lr-gamma every --lr-step-size steps,

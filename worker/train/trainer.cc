@@ -68,13 +68,18 @@ void Trainer::Say(const std::string& line) {
   std::cout << "[train] " << line << std::endl;
 }
 
-CheckpointMeta Trainer::Meta() const {
-  CheckpointMeta m;
+CheckpointManifest Trainer::Meta() const {
+  CheckpointManifest m;
   m.step = step_;
+  m.total_steps = total_steps_;
+  m.steps_per_epoch = steps_per_epoch_;
+  m.steps_option = opts_.steps;
   m.seed = opts_.seed;
   m.world_size = ctx_.world_size;
-  m.global_batch = opts_.batch_size * opts_.grad_accum * ctx_.world_size;
-  m.model = opts_.model;
+  m.per_rank_batch = opts_.batch_size * opts_.grad_accum;
+  m.global_batch = m.per_rank_batch * ctx_.world_size;
+  m.key = {opts_.model, train_.feature_dim, train_.classes,
+           opts_.model == "mlp" ? opts_.hidden : int64_t{0}};
   return m;
 }
 
@@ -207,22 +212,35 @@ void Trainer::Setup() {
 
   // Every rank loads the same file (rank 0 wrote it on the shared run directory); the broadcast in
   // DDP's constructor then guarantees identical weights even if a rank could not see it.
-  if (!opts_.checkpoint_dir.empty() && (opts_.resume || ctx_.restart_count > 0)) {
+  // After a restart or an elastic change of membership (attempt > 0) ranks resume by themselves.
+  if (!opts_.checkpoint_dir.empty() &&
+      (opts_.resume || ctx_.restart_count > 0 || ctx_.attempt > 0)) {
     phase_ = core::Phase::kCheckpoint;
+    if (ctx_.rank == 0) RemoveStaleCheckpointTemps(opts_.checkpoint_dir);
     auto meta = LoadCheckpoint(opts_.checkpoint_dir, Meta(), *model_, *optimizer_);
     if (meta) {
-      step_ = meta->step;
-      Say("resumed from " + CheckpointPath(opts_.checkpoint_dir) + " at step " +
-          std::to_string(step_));
-      reporter_.Event("resumed", {{"step", step_}, {"path", CheckpointPath(opts_.checkpoint_dir)}});
+      const ResumePoint at = MapResume(*meta, ctx_.world_size, opts_.batch_size * opts_.grad_accum,
+                                       steps_per_epoch_, total_steps_, opts_.steps);
+      step_ = at.step;
+      total_steps_ = at.total_steps;
+      const std::string path = CheckpointPath(opts_.checkpoint_dir);
+      Say(at.change.empty() ? "resumed from " + path + " at step " + std::to_string(step_)
+                            : at.change + " (" + path + ")");
+      reporter_.Event("resumed", {{"step", step_},
+                                  {"path", path},
+                                  {"from_step", meta->step},
+                                  {"from_world_size", meta->world_size},
+                                  {"from_global_batch", meta->global_batch},
+                                  {"total_steps", total_steps_}});
     } else if (opts_.resume) {
       Say("no checkpoint in " + opts_.checkpoint_dir + ": starting from step 0");
     }
   }
-  // Ranks must agree on where they start; rank 0's word counts.
-  int64_t start = step_;
-  comm_->Broadcast({&start, 1, core::DataType::kInt64}, 0)->Wait(timeout_);
-  step_ = start;
+  // Ranks must agree on where they start and end; rank 0's word counts.
+  int64_t start[2] = {step_, total_steps_};
+  comm_->Broadcast({start, 2, core::DataType::kInt64}, 0)->Wait(timeout_);
+  step_ = start[0];
+  total_steps_ = start[1];
   last_eval_step_ = step_;
 
   ddp::DdpOptions dopts;
@@ -358,7 +376,7 @@ void Trainer::Train() {
   const auto interval = std::chrono::duration<double>(opts_.heartbeat_interval_s);
   SayTraining();
   for (; step_ < total_steps_;) {
-    if (step_ == opts_.fail_at_step && ctx_.restart_count == 0) {
+    if (step_ == opts_.fail_at_step && ctx_.restart_count == 0 && ctx_.attempt == 0) {
       throw Error(ErrorKind::kInternal,
                   "injected failure at step " + std::to_string(step_) + " (--fail-at-step)");
     }

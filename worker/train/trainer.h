@@ -62,7 +62,7 @@ class Trainer {
   void BroadcastBuffers();
   std::string CheckpointDir() const;
   void SaveCheckpointNow(const std::string& reason);
-  CheckpointMeta Meta() const;
+  CheckpointManifest Meta() const;
   void Say(const std::string& line);
 
   // trainer_telemetry.cc
