@@ -39,6 +39,9 @@ class Inference {
   Verdict Run() {
     if (f_.empty()) return v_;
     FindMismatch();
+    if (v_.mismatch.seq < 0) {
+      if (const FlightEntry* recv = FindFirstP2PMismatch(f_, &v_.mismatch)) SetCollective(*recv);
+    }
     FindFrontier();
     FindRootCause();
     FindLostNode();

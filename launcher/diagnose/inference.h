@@ -74,6 +74,9 @@ struct Mismatch {
   CallPattern pattern;
   std::string pg;  // the process group compared ("0": the default one); "" unknown
   int64_t pg_seq = -1;
+  // A send and the receive it pairs with (FindP2PMismatch): groups[0] is the sender's send (the
+  // culprit), groups[1] the receiver's recv; seq is the receiver's.
+  bool p2p = false;
 };
 
 // Ranks waiting in collectives of different process groups, each for peers that wait in another:

@@ -239,4 +239,58 @@ const FlightEntry* FindFirstMismatch(const std::vector<RankFacts>& facts, Mismat
   return MismatchFinder(facts, m, p2p_not_compared).Find();
 }
 
+// Sends and receives pair up per (group, sender, receiver) in the order each side called
+// them: the k-th send from A to B is the k-th receive on B from A. Only ranks whose recorder
+// still holds every call since their first (seq 0 on, no gap) take part; a ring that wrapped
+// would pair the wrong calls. The first pair whose dtype or size differs is the mismatch, and
+// its sender the culprit: the receiver posted what the exchange calls for, the sender chose
+// what to send (Gloo aborts a receiver that gets more than it posted).
+const FlightEntry* FindFirstP2PMismatch(const std::vector<RankFacts>& facts, Mismatch* out) {
+  auto whole = [](const RankFacts& r) {
+    if (!r.flight || r.flight->entries.empty()) return false;
+    const std::vector<FlightEntry>& es = r.flight->entries;
+    return es.front().seq == 0 && es.back().seq == static_cast<int64_t>(es.size()) - 1;
+  };
+  using Pair = std::tuple<std::string, int, int>;  // group, sender, receiver
+  std::map<Pair, std::vector<const FlightEntry*>> sends, recvs;
+  for (const RankFacts& r : facts) {
+    if (!whole(r)) continue;
+    for (const FlightEntry& e : r.flight->entries) {
+      if (e.op == "send") sends[{e.pg, r.rank, e.peer}].push_back(&e);
+      if (e.op == "recv") recvs[{e.pg, e.peer, r.rank}].push_back(&e);
+    }
+  }
+  const FlightEntry *send = nullptr, *recv = nullptr;
+  int sender = -1, receiver = -1;
+  std::string pg;
+  for (const auto& [key, sent] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end()) continue;
+    const size_t n = std::min(sent.size(), it->second.size());
+    for (size_t k = 0; k < n; ++k) {
+      const FlightEntry& s = *sent[k];
+      const FlightEntry& r = *it->second[k];
+      if (s.dtype == r.dtype && s.count == r.count) continue;
+      if (send == nullptr || s.seq < send->seq) {
+        send = &s;
+        recv = &r;
+        std::tie(pg, sender, receiver) = key;
+      }
+      break;
+    }
+  }
+  if (send == nullptr) return nullptr;
+  Mismatch& m = *out;
+  m.p2p = true;
+  m.kind = send->dtype != recv->dtype ? MismatchKind::kDtype : MismatchKind::kSizeOrSyntax;
+  m.groups.push_back({SignatureOf(*send), {sender}, true, send->seq, send->bytes, send->call_site});
+  m.groups.push_back(
+      {SignatureOf(*recv), {receiver}, false, recv->seq, recv->bytes, recv->call_site});
+  m.culprits = {sender};
+  m.seq = recv->seq;
+  m.majority_first_rank = receiver;
+  m.pg = pg;
+  return recv;
+}
+
 }  // namespace dlaunch::launcher

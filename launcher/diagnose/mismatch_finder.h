@@ -20,4 +20,9 @@ Signature SignatureOf(const FlightEntry& e);
 const FlightEntry* FindFirstMismatch(const std::vector<RankFacts>& facts, Mismatch* m,
                                      bool* p2p_not_compared);
 
+// Fills `m` for the first send whose dtype or size differs from the receive it pairs with (per
+// group, sender and receiver, in call order; only ranks whose record is whole take part), and
+// returns the receive; nullptr when every pair agrees.
+const FlightEntry* FindFirstP2PMismatch(const std::vector<RankFacts>& facts, Mismatch* m);
+
 }  // namespace dlaunch::launcher

@@ -168,6 +168,7 @@ class Renderer {
 
   void Mismatch() {
     const auto& m = v_.mismatch;
+    if (m.p2p) return PointToPointMismatch();
     if (m.by_collective_seq) {
       d_.details.push_back("compared by collective_seq (point-to-point calls shift seq): #" +
                            std::to_string(m.seq) + " is collective_seq " +
@@ -210,6 +211,34 @@ class Renderer {
           "the verdict rests on Gloo's abort of a rank that received more bytes than it expected: "
           "the ranks split evenly, and the sender's side is the wrong one");
     }
+  }
+
+  // A send whose receive on the peer was posted for another size or dtype: the sender is named.
+  void PointToPointMismatch() {
+    const auto& m = v_.mismatch;
+    const MismatchGroup& s = m.groups[0];
+    const MismatchGroup& r = m.groups[1];
+    auto what = [](const MismatchGroup& g) {
+      std::string out = g.signature.dtype.empty() ? "" : " " + g.signature.dtype;
+      if (g.signature.count >= 0) out += " x" + std::to_string(g.signature.count);
+      return out + (g.bytes >= 0 ? " (" + FormatBytes(g.bytes) + ")" : "");
+    };
+    const std::string sender = std::to_string(s.ranks.front());
+    const std::string receiver = std::to_string(r.ranks.front());
+    d_.headline = "MISMATCH at send/recv (" + std::string(rundir::MismatchKindName(m.kind)) +
+                  "): rank " + sender + " sent" + what(s) + " to rank " + receiver + " (its #" +
+                  std::to_string(s.seq) + ") while rank " + receiver + " received" + what(r) +
+                  " from it (its #" + std::to_string(r.seq) + ")";
+    for (const MismatchGroup* g : {&s, &r}) {
+      d_.details.push_back("  #" + std::to_string(g->seq) + " rank " +
+                           std::to_string(g->ranks.front()) + ": " + g->signature.op + what(*g) +
+                           (g->call_site.empty() ? "" : " at " + g->call_site));
+    }
+    d_.details.push_back("sends and receives are paired in the order each rank called them (" +
+                         std::string(m.pg.empty() ? "" : "process group " + m.pg + ", ") +
+                         "sender " + sender + ", receiver " + receiver +
+                         "): the receiver posted what the exchange calls for, so the sender's "
+                         "size is wrong");
   }
 
   // An even split that no evidence breaks: both sides, no culprit.

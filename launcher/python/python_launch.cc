@@ -158,8 +158,19 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
   // Opted out: `import dlaunch` still works (its calls do nothing); the agent does not start.
   if (!agent) (*env)["DLAUNCH_PYTHON_AGENT"] = "0";
   // torch >= 2.2 keeps a ring of its NCCL calls and dumps it when its watchdog times out; the
-  // dumps land in the rank directory (AddRankEnv).
-  set_default("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
+  // dumps land in the rank directory (AddRankEnv). The ring's size has two names: torch 2.2-2.6
+  // read TORCH_NCCL_TRACE_BUFFER_SIZE only, newer ones TORCH_FR_BUFFER_SIZE first and warn on
+  // every rank when the old name is set at all. Unless the user set either, both are set, and
+  // DLAUNCH_TORCH_ENV_DEFAULTS tells the Python agent that the old one is dlaunch's: on a torch
+  // that reads the new name it unsets the old one before torch reads it
+  // (python/dlaunch/_torch_env.py). Without the agent the old name stays, and torch warns.
+  if (inherited("TORCH_NCCL_TRACE_BUFFER_SIZE").empty() &&
+      inherited("TORCH_FR_BUFFER_SIZE").empty() && !env->count("TORCH_NCCL_TRACE_BUFFER_SIZE") &&
+      !env->count("TORCH_FR_BUFFER_SIZE")) {
+    (*env)["TORCH_FR_BUFFER_SIZE"] = "2000";
+    (*env)["TORCH_NCCL_TRACE_BUFFER_SIZE"] = "2000";
+    (*env)["DLAUNCH_TORCH_ENV_DEFAULTS"] = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+  }
   set_default("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
 }
 

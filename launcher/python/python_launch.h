@@ -42,8 +42,9 @@ std::string FindAgentDir(const std::string& self_exe);
 // Variables every program rank gets, each only where neither the user (`launcher_env`, dlaunch's
 // own environment) nor the job has set it: PYTHONUNBUFFERED=1, the agent folder in front of
 // PYTHONPATH (unless `agent_dir` is empty), DLAUNCH_PYTHON_AGENT=0 when `agent` is off
-// (--no-python-agent), and PyTorch's NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE,
-// TORCH_NCCL_DUMP_ON_TIMEOUT). Pure.
+// (--no-python-agent), and PyTorch's flight recorder (TORCH_FR_BUFFER_SIZE and its older name
+// TORCH_NCCL_TRACE_BUFFER_SIZE, both or neither, with DLAUNCH_TORCH_ENV_DEFAULTS naming the old
+// one for the agent to drop on a torch that reads the new; TORCH_NCCL_DUMP_ON_TIMEOUT). Pure.
 void AddJobEnv(const std::string& agent_dir, bool agent,
                const std::map<std::string, std::string>& launcher_env,
                std::map<std::string, std::string>* env);

@@ -215,6 +215,10 @@ class _Hooks:
         torch = sys.modules.get("torch")
         if torch is not None and getattr(torch, "__file__", None):
             _skip_prefixes = (_here, os.path.dirname(os.path.abspath(torch.__file__)))
+            # Before any process group reads torch's flight-recorder settings.
+            from . import _torch_env
+
+            _torch_env.settle(os.environ, torch)
         for name in _OPS:
             fn = getattr(module, name, None)
             if fn is None or getattr(fn, "__dlaunch_recorded__", False):

@@ -92,6 +92,29 @@ TEST(AnalyzerTest, PointToPointCallsAreNotComparedAcrossRanks) {
   EXPECT_EQ(d.kind, DiagnosisKind::kOk);
 }
 
+TEST(AnalyzerTest, ASendOfAnotherSizeThanItsReceiveNamesTheSender) {
+  RunSnapshot run = LoadRunDir(FixturePath("ok"));
+  FlightEntry& recv = run.ranks[0].flight.entries[3];
+  FlightEntry& send = run.ranks[1].flight.entries[3];
+  recv.op = "recv";
+  recv.peer = 1;
+  send.op = "send";
+  send.peer = 0;
+  send.count = recv.count + 1024;
+  send.bytes = send.count * 4;
+  Diagnosis d = Analyze(run);
+  EXPECT_EQ(d.kind, DiagnosisKind::kMismatch);
+  EXPECT_EQ(std::string(rundir::MismatchKindName(d.mismatch)), "SIZE_OR_SYNTAX_MISMATCH");
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1));
+  EXPECT_THAT(d.headline, HasSubstr("rank 1 sent float x"));
+  EXPECT_THAT(d.headline, HasSubstr(" to rank 0 (its #3) while rank 0 received float x"));
+  EXPECT_THAT(d.details, ::testing::Contains(HasSubstr("so the sender's size is wrong")));
+
+  // A recorder that no longer holds its first calls (a wrapped ring) pairs nothing.
+  run.ranks[0].flight.entries.erase(run.ranks[0].flight.entries.begin());
+  EXPECT_NE(Analyze(run).kind, DiagnosisKind::kMismatch);
+}
+
 TEST(AnalyzerTest, AlltoallvCountsMayDifferAcrossRanks) {
   RunSnapshot run = LoadRunDir(FixturePath("ok"));
   for (size_t r = 0; r < run.ranks.size(); ++r) {

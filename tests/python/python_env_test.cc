@@ -1,5 +1,5 @@
 // The environment a Python rank gets: where PyTorch's flight-recorder dumps go (both names torch
-// reads), unless the user chose a place. Pure.
+// reads), unless the user chose a place, and the ring's size under both its names. Pure.
 #include <gtest/gtest.h>
 
 #include "launcher/python/python_launch.h"
@@ -20,6 +20,24 @@ TEST(PythonEnvTest, TheUsersDumpPlaceStaysUnderEitherName) {
     AddRankEnv("/logs/run/rank0", {{key, "/scratch/fr_"}}, &env);
     EXPECT_EQ(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u) << key;
     EXPECT_EQ(env.count("TORCH_FR_DUMP_TEMP_FILE"), 0u) << key;
+  }
+}
+
+TEST(PythonEnvTest, TheRingSizeIsSetUnderBothNamesAndTheOldOneMarkedAsDlaunchs) {
+  std::map<std::string, std::string> env;
+  AddJobEnv("/opt/agent", true, {}, &env);
+  EXPECT_EQ(env["TORCH_FR_BUFFER_SIZE"], "2000");
+  EXPECT_EQ(env["TORCH_NCCL_TRACE_BUFFER_SIZE"], "2000");
+  EXPECT_EQ(env["DLAUNCH_TORCH_ENV_DEFAULTS"], "TORCH_NCCL_TRACE_BUFFER_SIZE");
+}
+
+TEST(PythonEnvTest, TheUsersRingSizeUnderEitherNameLeavesBothAlone) {
+  for (const char* key : {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"}) {
+    std::map<std::string, std::string> env;
+    AddJobEnv("/opt/agent", true, {{key, "50"}}, &env);
+    EXPECT_EQ(env.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u) << key;
+    EXPECT_EQ(env.count("TORCH_FR_BUFFER_SIZE"), 0u) << key;
+    EXPECT_EQ(env.count("DLAUNCH_TORCH_ENV_DEFAULTS"), 0u) << key;
   }
 }
 

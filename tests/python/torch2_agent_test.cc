@@ -6,6 +6,7 @@
 // venv (ctest -L torch2); on torch 1.13 a mode whose API it lacks is skipped with torch's error.
 #include <gmock/gmock.h>
 
+#include <cstdio>
 #include <set>
 
 #include "python_test_util.h"
@@ -127,13 +128,17 @@ TEST_P(Torch2SizeMismatchTest, NamesTheSender) {
   EXPECT_NE(code, 0) << err_;
   nlohmann::json d = Diagnosis();
   if (std::string(GetParam().name) == "batch_p2p") {
-    // Rank 1 sends rank 2 more than rank 2 receives: Gloo aborts the receiver, and the
-    // diagnosis says that the sender's size is wrong. It does not yet name the sender: a send
-    // and its recv are not compared as a collective's sizes are, so the culprit is whichever
-    // rank reported its broken connection first (0 or 1), and the kind is a failure.
-    EXPECT_THAT(d["details"].dump(),
-                HasSubstr("rank 2: aborted by Gloo: a peer sent 20480 bytes where it expected at "
-                          "most 16384"))
+    // Rank 1 sends rank 2 more than rank 2 receives. Gloo aborts the receiver, and whichever of
+    // ranks 0 and 1 then reports the broken connection first does not matter: the send and the
+    // recv it pairs with differ, and the sender is named.
+    EXPECT_EQ(d["kind"], "mismatch") << d.dump(2);
+    EXPECT_EQ(d["mismatch_type"], "SIZE_OR_SYNTAX_MISMATCH") << d.dump(2);
+    EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+    EXPECT_THAT(d["headline"].get<std::string>(),
+                HasSubstr("rank 1 sent float x5120 (20 KiB) to rank 2 (its #"))
+        << d.dump(2);
+    EXPECT_THAT(d["headline"].get<std::string>(),
+                HasSubstr("while rank 2 received float x4096 (16 KiB) from it"))
         << d.dump(2);
     EXPECT_THAT(d["details"].dump(), HasSubstr("so the sender's size is wrong")) << d.dump(2);
     return;
@@ -142,6 +147,45 @@ TEST_P(Torch2SizeMismatchTest, NamesTheSender) {
   EXPECT_EQ(d["mismatch_type"], "SIZE_OR_SYNTAX_MISMATCH") << d.dump(2);
   EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
   EXPECT_THAT(d["headline"].get<std::string>(), HasSubstr("rank 1 called ")) << d.dump(2);
+}
+
+// torch's flight-recorder ring size reaches each torch under the name it reads: on torch >= 2.7
+// TORCH_FR_BUFFER_SIZE alone (the agent unsets dlaunch's TORCH_NCCL_TRACE_BUFFER_SIZE before
+// torch reads it, so no rank warns that it is deprecated), on older ones the old name too; a
+// size the user set under the old name stays.
+class Torch2FlightEnvTest : public PythonJobTest {
+ protected:
+  // fr_env.py on 2 ranks; rank 0's line "torch=X FR=Y OLD=Z entries=N".
+  std::string Run(std::vector<std::string> env = {}) {
+    Launched l(Cmd({"--nproc", "2", "--quiet", Script("fr_env.py")}), std::move(env));
+    EXPECT_EQ(l.Wait(seconds(100)), 0) << l.err_text();
+    const std::string out = ReadText(RankDir(0) / "stdout.log");
+    const size_t at = out.find("torch=");
+    return at == std::string::npos ? out : out.substr(at, out.find('\n', at) - at);
+  }
+  static bool ReadsNewName(const std::string& line) {
+    int major = 0, minor = 0;
+    return std::sscanf(line.c_str(), "torch=%d.%d", &major, &minor) == 2 &&
+           (major > 2 || (major == 2 && minor >= 7));
+  }
+};
+
+TEST_F(Torch2FlightEnvTest, EachTorchGetsTheNameItReadsWithoutAWarning) {
+  const std::string line = Run();
+  if (ReadsNewName(line)) {
+    EXPECT_THAT(line, HasSubstr("FR=2000 OLD=- ")) << line;
+    EXPECT_THAT(line, ::testing::Not(HasSubstr("entries=0"))) << line;  // the ring is on
+  } else {
+    EXPECT_THAT(line, HasSubstr("FR=2000 OLD=2000 ")) << line;
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(ReadText(RankDir(r) / "stderr.log"), ::testing::Not(HasSubstr("deprecated"))) << r;
+  }
+}
+
+TEST_F(Torch2FlightEnvTest, TheUsersOldNameStays) {
+  const std::string line = Run({"TORCH_NCCL_TRACE_BUFFER_SIZE=50"});
+  EXPECT_THAT(line, HasSubstr("FR=- OLD=50 ")) << line;
 }
 
 const Mode kSizeModes[] = {kModes[3], kModes[4], kModes[5], kModes[6], kModes[7]};
