@@ -99,11 +99,13 @@ std::vector<std::string> DescribeLiveRanks(const std::vector<RankLiveState>& ran
   }
   if (all_moving) *all_moving = stopped.empty() && stuck.empty() && exited.empty();
   int64_t lo = INT64_MAX, hi = -1, step_lo = INT64_MAX, step_hi = -1;
-  for (int r : moving) {
-    lo = std::min(lo, Position(ranks[r].status));
-    hi = std::max(hi, Position(ranks[r].status));
-    step_lo = std::min(step_lo, ranks[r].status.step);
-    step_hi = std::max(step_hi, ranks[r].status.step);
+  // `ranks` may hold some ranks only (one rank's own line): look them up by rank, not index.
+  for (const RankLiveState& r : ranks) {
+    if (std::find(moving.begin(), moving.end(), r.rank) == moving.end()) continue;
+    lo = std::min(lo, Position(r.status));
+    hi = std::max(hi, Position(r.status));
+    step_lo = std::min(step_lo, r.status.step);
+    step_hi = std::max(step_hi, r.status.step);
   }
   for (int r : stopped) {
     lines.push_back("rank " + std::to_string(r) + " is stopped (process state " + states[r] +

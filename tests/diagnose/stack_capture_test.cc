@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,6 +25,12 @@ class StoppedChild : public ::testing::Test {
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
       for (;;) ::pause();
+    }
+    // Stop it only once it sleeps in pause(): stopped earlier, its stack is still fork's. No event
+    // says a process went to sleep; its state in /proc does, within a few scheduler slices.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ProcessState(pid_).rfind("S", 0) != 0 && std::chrono::steady_clock::now() < deadline) {
+      ::sched_yield();
     }
     ASSERT_EQ(::kill(pid_, SIGSTOP), 0);
     int status = 0;
