@@ -31,6 +31,8 @@ using base::FormatRankList;
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 // Beyond one stack_timeout: another node's stack tool runs, then its files travel.
 constexpr auto kRemoteMargin = std::chrono::seconds(5);
+// Beyond dump_wait for another node's ranks: the DUMP's trip there and the push tick back.
+constexpr auto kRemoteTrip = std::chrono::seconds(1);
 // In one collective this long without progress: named as the rank the others wait for. Healthy
 // ranks pass through a collective in milliseconds; a step's compute is not spent inside one.
 constexpr int64_t kStuckMs = 2000;
@@ -157,7 +159,8 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   auto is_wanted = [&](int rank) { return wanted.count(rank) > 0; };
 
   // A Python agent rewrites flight.json every 2 s anyway: its answer is new Python stacks and a
-  // flight.json written after them.
+  // flight.json written after them. Another node's files carry node 0's push times, in the
+  // push's order: there new Python stacks are the answer.
   auto answer_file = [&](const RankLiveState& r) {
     return r.python_agent ? run.rank(r.rank).py_stacks() : run.rank(r.rank).flight();
   };
@@ -165,7 +168,7 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
                           const std::tuple<int64_t, int64_t, int64_t>& was) {
     const auto now = base::FileVersion(answer_file(r));
     if (now == was) return false;
-    return !r.python_agent ||
+    return !r.python_agent || r.remote ||
            std::get<1>(base::FileVersion(run.rank(r.rank).flight())) >= std::get<1>(now);
   };
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;
@@ -198,18 +201,20 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   std::map<int, bool> answered;
   const auto deadline = std::chrono::steady_clock::now() + options.dump_wait;
   while (request.ranks.empty()) {
+    const auto now = std::chrono::steady_clock::now();
     bool all = true;
     for (const RankLiveState& r : ranks) {
       if (!r.linked || r.exited || answered[r.rank]) continue;
+      if (now >= deadline + (r.remote ? kRemoteTrip : std::chrono::seconds(0))) continue;
       const std::string state = r.remote ? "" : ProcessState(r.pid);
       if (!state.empty() && state[0] == 'T') continue;  // stopped: cannot answer
       if (has_answered(r, before[r.rank])) {
         answered[r.rank] = true;
-      } else if (!r.remote) {
-        all = false;  // another node's ranks' files come with its STACKS answer
+      } else {
+        all = false;  // another node's ranks' files arrive pushed, after its STACKS answer too
       }
     }
-    if (all || std::chrono::steady_clock::now() >= deadline) break;
+    if (all) break;
     std::this_thread::sleep_for(kPollInterval);
   }
   std::vector<std::string> states(ranks.size());

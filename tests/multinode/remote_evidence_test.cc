@@ -105,13 +105,19 @@ TEST_F(RemoteEvidenceTest, DumpTakesTheOtherNodesRanksAndTheJobGoesOn) {
         {"--node-rank", std::to_string(n), "--python", kPython, "--hang-timeout", "60"},
         {"STEP_S=2"}));
   }
-  // Node 1's rank is up once node 0 holds its heartbeat (its node pushes it).
+  // Both ranks are past torch's import and the group's set-up once node 0 holds heartbeats
+  // (node 1's pushed) that have completed a collective: before that the main thread may hold
+  // the GIL in torch's import, and no agent can answer a dump.
+  auto past_first_collective = [&](int rank) {
+    const nlohmann::json beat = Json(Zero() / ("rank" + std::to_string(rank)) / "heartbeat.json");
+    return beat.is_object() && beat.value("last_completed_seq", -1) >= 0;
+  };
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-  while (!fs::exists(Zero() / "rank1" / "heartbeat.json") &&
+  while (!(past_first_collective(0) && past_first_collective(1)) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_TRUE(fs::exists(Zero() / "rank1" / "heartbeat.json")) << Console();
+  ASSERT_TRUE(past_first_collective(0) && past_first_collective(1)) << Console();
   Launched dump({DLAUNCH_BIN, "dump", Zero().string()});
   ASSERT_EQ(dump.Wait(seconds(40)), 0) << dump.err_text() << Console();
   fs::path folder;
