@@ -20,12 +20,15 @@ using Args = std::vector<std::string>;
 
 class StragglerProcessTest : public ::testing::Test {
  protected:
-  // dlaunch --nproc 2 ... train with a small MLP on synthetic data, `steps` steps.
-  Args Train(int steps, int slow_rank) {
+  // dlaunch --nproc 2 ... train on synthetic data, `steps` steps: a small MLP, or the CNN
+  // (~25 ms steps, so that a short healthy run still spans several heartbeats and is judged).
+  Args Train(int steps, int slow_rank, bool cnn = false) {
     Args argv = {DLAUNCH_BIN, "--log-dir", (dir_ / "logs").string(), "--run-id", "run"};
     std::istringstream words(
-        "--skip-doctor --nproc 2 train --data synthetic --model mlp --features 16 --hidden 32 "
-        "--classes 4 --samples 512 --batch-size 16 --no-preflight --quiet --slow-ms 150");
+        std::string("--skip-doctor --nproc 2 train --data synthetic --no-preflight --quiet "
+                    "--slow-ms 150 ") +
+        (cnn ? "--model cnn --batch-size 32"
+             : "--model mlp --features 16 --hidden 32 --classes 4 --samples 512 --batch-size 16"));
     for (std::string w; words >> w;) argv.push_back(w);
     argv.insert(argv.end(),
                 {"--steps", std::to_string(steps), "--slow-rank", std::to_string(slow_rank)});
@@ -72,7 +75,7 @@ TEST_F(StragglerProcessTest, SlowTrainRankIsNamedWithin50Steps) {
 }
 
 TEST_F(StragglerProcessTest, HealthyTrainRunNamesNone) {
-  Launched job(Train(120, -1));
+  Launched job(Train(300, -1, /*cnn=*/true));
   ASSERT_EQ(job.Wait(seconds(90)), 0) << job.err_text();
   const nlohmann::json summary = Summary();
   EXPECT_FALSE(summary.contains("stragglers")) << summary.dump(1);
