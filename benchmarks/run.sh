@@ -15,3 +15,5 @@ echo "# training: dlaunch train against PyTorch DDP"
   --steps 300 --batch-size 32 --nprocs 1 2 4 --repeat 5
 echo "# hang detection latency"
 "$here/diagnose/run_latency.sh" "$build"
+echo "# stragglers: a slowed rank named, and healthy jobs named none (10 runs per case)"
+/usr/bin/python3 "$here/straggler/run.py" "$build" --runs 10

@@ -40,7 +40,9 @@ Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
   context.run = &run;
   context.trigger = options.trigger;
   context.now_unix_ms = options.now_unix_ms;
-  return Render(facts, verdict, context);
+  Diagnosis d = Render(facts, verdict, context);
+  d.stragglers = run.stragglers;
+  return d;
 }
 
 Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {

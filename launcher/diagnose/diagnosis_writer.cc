@@ -9,12 +9,29 @@
 
 namespace dlaunch::launcher {
 
+std::string StragglerLine(const rundir::StragglerVerdict& v) {
+  std::string line = v.text;
+  if (v.start_step < 0) return line + (v.end_unix_ms > 0 ? " (ended)" : " (still on)");
+  line += " (from step " + std::to_string(v.start_step);
+  if (v.end_unix_ms > 0) {
+    line += v.end_step >= 0 ? " to step " + std::to_string(v.end_step) : ", ended";
+  } else {
+    line += ", still on";
+  }
+  return line + ")";
+}
+
 std::string FormatDiagnosis(const Diagnosis& d) {
   std::ostringstream out;
   out << d.headline << "\n";
   if (!d.trigger.empty()) out << "  detected: " << d.trigger << "\n";
   for (const std::string& line : GroupRankLines(d.ranks)) out << "  " << line << "\n";
   for (const std::string& line : d.details) out << "  " << line << "\n";
+  if (!d.stragglers.empty()) {
+    out << "  stragglers of the job:\n";
+    for (const rundir::StragglerVerdict& v : d.stragglers)
+      out << "    " << StragglerLine(v) << "\n";
+  }
   for (const RankDiagnosis& r : d.ranks) {
     if (r.nccl_warnings.empty()) continue;
     out << "  NCCL warnings of rank " << r.rank << ":\n";

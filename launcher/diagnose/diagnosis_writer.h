@@ -8,7 +8,12 @@
 
 namespace dlaunch::launcher {
 
-// Multi-line text: headline, per-rank lines, details, problems. Does not block.
+// One straggler verdict for diagnosis.txt: its text and the steps it spanned ("... (from step
+// 27, still on)"). Does not block.
+std::string StragglerLine(const rundir::StragglerVerdict& verdict);
+
+// Multi-line text: headline, per-rank lines, details, the job's stragglers, problems. Does not
+// block.
 std::string FormatDiagnosis(const Diagnosis& diagnosis);
 // The same without its torchrun-style "Root Cause (first observed failure)" block: for the console
 // after a rank failure, where the launcher has just printed that block for the same rank.

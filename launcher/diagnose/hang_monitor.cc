@@ -276,6 +276,8 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
                      [&](const std::string& p) { return p.rfind(no_summary, 0) == 0; }),
       snapshot.problems.end());
 
+  if (auto stragglers = job_.Stragglers()) snapshot.stragglers = std::move(*stragglers);
+
   AnalyzeOptions options;
   options.now_unix_ms = now_unix_ms;
   options.trigger = trigger;

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/run_dir/straggler_verdicts.h"
 #include "core/runtime.h"
 
 namespace dlaunch::launcher {
@@ -47,6 +49,10 @@ class JobView {
                                                   std::chrono::milliseconds /*timeout*/) {
     return {};
   }
+  // The job's straggler verdicts as node 0's detector has them now, active and ended, for the
+  // diagnosis; nullopt where this view has no detector (then summary.json's stand). Thread-safe;
+  // does not block beyond a mutex.
+  virtual std::optional<std::vector<rundir::StragglerVerdict>> Stragglers() { return std::nullopt; }
   virtual std::string run_dir() const = 0;
 };
 

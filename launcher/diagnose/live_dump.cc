@@ -291,6 +291,7 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
         std::remove_if(snapshot.problems.begin(), snapshot.problems.end(),
                        [&](const std::string& p) { return p.rfind(no_summary, 0) == 0; }),
         snapshot.problems.end());
+    if (auto stragglers = job.Stragglers()) snapshot.stragglers = std::move(*stragglers);
     AnalyzeOptions ao;
     ao.now_unix_ms = now;
     ao.trigger = m.trigger;

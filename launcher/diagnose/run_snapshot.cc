@@ -92,6 +92,8 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
     run.torch_skipped_ranks = std::move(skipped);
   }
   UseTorchFlightWithoutOther(&run);
+  if (files.summary) run.stragglers = files.summary->stragglers;
+  if (run.stragglers.empty() && run.live_diagnosis) run.stragglers = run.live_diagnosis->stragglers;
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;

@@ -41,7 +41,10 @@ struct RunSnapshot {
   std::vector<rundir::SummaryNode> nodes;  // multi-node: summary.json's, on node 0
   int local_ranks = 0;  // summary.json's ranks of the node that wrote it (multi-node: per node)
   std::optional<rundir::Diagnosis> live_diagnosis;  // diagnosis.json written while the job ran
-  std::vector<RankRecord> ranks;                    // index == rank
+  // The job's straggler verdicts, active and ended: summary.json's, else those of an earlier
+  // diagnosis.json; a live diagnosis puts node 0's own (JobView::Stragglers) in their place.
+  std::vector<rundir::StragglerVerdict> stragglers;
+  std::vector<RankRecord> ranks;      // index == rank
   std::vector<std::string> problems;  // missing or unreadable inputs, one sentence each
   // Ranks whose torch flight-recorder dumps LoadRunDir left unread (see kTorchDumpsOfEveryRank):
   // how many, and per rank (index == rank, 1 = skipped).

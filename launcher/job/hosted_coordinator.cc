@@ -69,6 +69,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
           e.message = c.verdict.text;
           events_->Emit(std::move(e));
         });
+    view_->SetStragglers(Stragglers());
   }
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
@@ -93,7 +94,12 @@ std::vector<rundir::StragglerVerdict> HostedCoordinator::Stragglers() const {
 
 void HostedCoordinator::Tick() {
   if (dumps_ && !hang_diagnosed_) dumps_->Poll();
-  if (straggler_ && !hang_diagnosed_) straggler_->Poll(base::UnixMillis());
+  if (straggler_ && !hang_diagnosed_) {
+    const int before = straggler_->generation();
+    straggler_->Poll(base::UnixMillis());
+    // The hang monitor and a live dump (on its own thread) read them through the view.
+    if (straggler_->generation() != before) view_->SetStragglers(Stragglers());
+  }
   if (!monitor_) return;
   if (auto d = monitor_->Poll(base::UnixMillis())) {
     hang_diagnosed_ = true;

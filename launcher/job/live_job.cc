@@ -126,6 +126,16 @@ std::map<int, std::string> LiveJobView::RemoteStacks(const std::vector<int>& ran
   return states;
 }
 
+std::optional<std::vector<rundir::StragglerVerdict>> LiveJobView::Stragglers() {
+  std::lock_guard<std::mutex> lock(stragglers_mu_);
+  return stragglers_;
+}
+
+void LiveJobView::SetStragglers(std::vector<rundir::StragglerVerdict> verdicts) {
+  std::lock_guard<std::mutex> lock(stragglers_mu_);
+  stragglers_ = std::move(verdicts);
+}
+
 std::string LiveJobView::RankDir(int rank) const {
   return rundir::RunDir(run_dir_).rank(rank).path();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ class LiveJobView : public JobView {
   std::map<int, std::string> RemoteStacks(const std::vector<int>& ranks,
                                           std::chrono::milliseconds timeout) override;
   std::string run_dir() const override { return run_dir_; }
+  std::optional<std::vector<rundir::StragglerVerdict>> Stragglers() override;
+  // Node 0's detector is on: its verdicts so far, kept for Stragglers(). Thread-safe.
+  void SetStragglers(std::vector<rundir::StragglerVerdict> verdicts);
 
  private:
   std::string RankDir(int rank) const;
@@ -34,6 +38,8 @@ class LiveJobView : public JobView {
   std::string run_dir_;
   std::mutex stacks_mu_;  // one STACKS at a time: a dump's and the hang monitor's
   int stacks_id_ = 0;     // of the last STACKS command
+  std::mutex stragglers_mu_;
+  std::optional<std::vector<rundir::StragglerVerdict>> stragglers_;  // none: no detector
 };
 
 // v1::RankStatus (the wire) -> core::RankStatus (what libdlaunch and the analysis use).

@@ -47,8 +47,9 @@ void StragglerDetector::ObserveSteps(int rank, int64_t steps_timed, double busy_
   w.steps += steps;
   w.last_steps = steps_timed;
   w.last_busy_ms = busy_ms_total;
-  // Whole intervals leave the window, as long as what stays still fills it.
-  while (!w.intervals.empty() && w.steps - w.intervals.front().steps >= options_.window_steps) {
+  // Whole intervals leave the window, as long as what stays still fills it and is enough to judge.
+  while (static_cast<int64_t>(w.intervals.size()) > options_.min_intervals &&
+         w.steps - w.intervals.front().steps >= options_.window_steps) {
     w.steps -= w.intervals.front().steps;
     w.intervals.pop_front();
   }
@@ -105,7 +106,10 @@ void StragglerDetector::JudgeArrivals() {
 }
 
 double StragglerDetector::P50(const RankWindow& w) const {
-  if (w.steps < std::max<int64_t>(options_.min_steps, 1)) return -1;
+  if (w.steps < std::max<int64_t>(options_.min_steps, 1) ||
+      static_cast<int64_t>(w.intervals.size()) < options_.min_intervals) {
+    return -1;
+  }
   // The median step: intervals weighted by their steps (each heartbeat's mean stands for each of
   // its steps).
   std::vector<Interval> sorted(w.intervals.begin(), w.intervals.end());

@@ -28,6 +28,9 @@ struct StragglerOptions {
   // Fewest steps in a rank's window before it is judged: heartbeats carry several steps each, and
   // a verdict must come within a few dozen steps.
   int64_t min_steps = 20;
+  // Nor before it holds this many heartbeats' intervals: a p50 of one or two intervals is their
+  // mean, and one second in which a busy host left the rank without a core would name it.
+  int64_t min_intervals = 3;
   // Nor is a rank a straggler while it is within this much of the median: at a step of a few
   // milliseconds, a busy machine's scheduling noise alone is tens of percent.
   double min_excess_ms = 5;

@@ -68,6 +68,7 @@ class FakeJob : public JobView {
     }
   }
   std::string run_dir() const override { return run_dir_; }
+  std::optional<std::vector<rundir::StragglerVerdict>> Stragglers() override { return stragglers; }
 
   void Heartbeat(int64_t now) {
     for (RankLiveState& r : ranks) {
@@ -79,6 +80,7 @@ class FakeJob : public JobView {
   std::set<int> silent;
   int dump_requests = 0;
   std::string last_reason;
+  std::optional<std::vector<rundir::StragglerVerdict>> stragglers;  // nullopt: no detector
 
  private:
   std::string run_dir_;
@@ -196,6 +198,37 @@ TEST(HangMonitorTest, QuietHeartbeatFiresBeforeHangTimeout) {
   EXPECT_THAT(d->trigger, HasSubstr("rank 1: no heartbeat for 5.0 s"));
   EXPECT_THAT(d->culprit_ranks, ElementsAre(1));
   EXPECT_EQ(d->seq, 8);
+}
+
+TEST(HangMonitorTest, LiveDiagnosisCarriesTheDetectorsStragglers) {
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 2, true);
+  for (RankLiveState& r : job.ranks) {
+    r.status.last_completed_seq = 7;
+    r.status.last_started_seq = r.rank == 1 ? 7 : 8;
+  }
+  rundir::StragglerVerdict v;
+  v.rank = 1;
+  v.relative = 10.69;
+  v.start_step = 27;
+  v.text = "straggler: rank 1 (host h) 10.69x the median step time over the last 21 steps";
+  job.stragglers = std::vector<rundir::StragglerVerdict>{v};
+  HangMonitor monitor(job, FastOptions());
+  job.Heartbeat(kT0);
+  EXPECT_FALSE(monitor.Poll(kT0).has_value());
+  job.silent = {1};
+  job.Heartbeat(kT0 + 5001);
+  std::optional<Diagnosis> d = monitor.Poll(kT0 + 5001);
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(d->stragglers.size(), 1u);
+  EXPECT_EQ(d->stragglers[0].rank, 1);
+  std::ifstream json(tmp.string() + "/diagnosis.json");
+  const nlohmann::json written = nlohmann::json::parse(json);
+  ASSERT_EQ(written["stragglers"].size(), 1u) << written.dump(1);
+  EXPECT_EQ(written["stragglers"][0]["start_step"], 27);
+  std::stringstream text;
+  text << std::ifstream(tmp.string() + "/diagnosis.txt").rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("    " + v.text + " (from step 27, still on)\n"));
 }
 
 TEST(HangMonitorTest, ExitedRanksDoNotStall) {

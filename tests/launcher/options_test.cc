@@ -65,6 +65,20 @@ TEST(OptionsTest, BadInputIsAUsageError) {
   }
 }
 
+TEST(OptionsTest, StragglerSettings) {
+  auto o = ParseCommandLine({"--straggler-threshold", "1.5", "--straggler-window", "50", "p"});
+  EXPECT_DOUBLE_EQ(o.straggler_threshold, 1.5);
+  EXPECT_EQ(o.straggler_window, 50);
+  EXPECT_EQ(ParseCommandLine({"--straggler-threshold", "0", "p"}).straggler_threshold, 0);
+  EXPECT_EQ(ParseCommandLine({"p"}).straggler_window, 200);
+  for (const char* v : {"-1", "1", "0.5", "100.5", "nan", "inf", "abc", "", "1.2x"}) {
+    EXPECT_THROW(ParseCommandLine({"--straggler-threshold", v, "p"}), UsageError) << v;
+  }
+  for (const char* v : {"0", "-5", "19", "100001", "1.5", "abc", "", "99999999999999999999"}) {
+    EXPECT_THROW(ParseCommandLine({"--straggler-window", v, "p"}), UsageError) << v;
+  }
+}
+
 TEST(OptionsTest, RankLists) {
   EXPECT_EQ(ParseRankList("0,2-4,7"), (std::vector<int>{0, 2, 3, 4, 7}));
   EXPECT_THROW(ParseRankList("a"), UsageError);

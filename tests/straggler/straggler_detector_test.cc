@@ -106,6 +106,20 @@ TEST(StragglerDetector, HysteresisKeepsARankNearTheLineFromFlapping) {
   EXPECT_EQ(job.detector.ActiveCount(), 1);
 }
 
+TEST(StragglerDetector, OneSlowHeartbeatIsNoStraggler) {
+  // Fast steps, many a heartbeat: one second in which rank 1 lacked a core is no verdict, though
+  // its 28 steps alone fill min_steps.
+  FakeJob job({25, 25});
+  job.step_ms[1] = 36;
+  EXPECT_TRUE(job.Beat(1, 28).empty());
+  EXPECT_LT(job.detector.Scores()[1].relative, 0) << "not judged on one interval";
+  job.step_ms[1] = 25;
+  EXPECT_TRUE(job.Beat(20, 28).empty());
+  // Slow for most of the window, it is named.
+  job.step_ms[1] = 36;
+  EXPECT_EQ(job.Beat(10, 28).size(), 1u);
+}
+
 TEST(StragglerDetector, SmallAbsoluteExcessIsNoStraggler) {
   FakeJob job({2, 2, 4});  // 2x, but 2 ms: scheduling noise on a busy machine
   EXPECT_TRUE(job.Beat(30).empty());
