@@ -272,6 +272,7 @@ std::string Usage() {
          "       dlaunch report RUN_DIR [-o FILE.html]       the run as one HTML page of plots\n"
          "       dlaunch dump RUN_DIR [--json]               stacks and flight records of a "
          "running job\n"
+         "       dlaunch status RUN_DIR [--json] [--watch [S]]  a running job's ranks, live\n"
          "       dlaunch doctor [--json]                     driver/CUDA/NCCL/libtorch check\n\n"
       << Describe()
       << "\nexit codes: 0 success, 1 a rank failed, 2 usage or setup error, 3 hang detected,\n"
@@ -506,12 +507,14 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   // After -m or --run-path the first word is the module or file, even if it is called "train".
   const bool python_entry = o.module || o.run_path;
   if (!python_entry && (head == "train" || head == "preflight" || head == "diagnose" ||
-                        head == "report" || head == "doctor" || head == "dump")) {
+                        head == "report" || head == "doctor" || head == "dump" ||
+                        head == "status")) {
     o.command = head == "train"       ? Command::kTrain
                 : head == "preflight" ? Command::kPreflight
                 : head == "diagnose"  ? Command::kDiagnose
                 : head == "report"    ? Command::kReport
                 : head == "dump"      ? Command::kDump
+                : head == "status"    ? Command::kStatus
                                       : Command::kDoctor;
     o.program.assign(rest.begin() + 1, rest.end());
   } else {

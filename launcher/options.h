@@ -19,7 +19,8 @@ enum class Command {
   kDoctor,
   kHelp,
   kVersion,
-  kDump
+  kDump,
+  kStatus
 };
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".

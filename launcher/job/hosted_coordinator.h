@@ -14,6 +14,7 @@
 #include "launcher/job/job_plan.h"
 #include "launcher/job/live_job.h"
 #include "launcher/job/straggler_watch.h"
+#include "launcher/live/live_status.h"
 #include "launcher/rendezvous/coordinator.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -81,6 +82,21 @@ class HostedCoordinator : public CoordinatorListener {
   std::vector<rundir::StragglerVerdict> past_stragglers_;  // of earlier memberships
   int past_generations_ = 0;
   JobEventLog* events_ = nullptr;
+
+  // The live view (dlaunch status): refreshed on Tick, read on other threads.
+  void UpdateLive(bool now);
+  void WriteLiveFile();
+  std::string endpoint_;      // where `dlaunch status` reaches the coordinator
+  std::string status_token_;  // admits GetStatus only; in live.json
+  std::string live_file_;     // live.json once written
+  std::string run_id_;
+  int64_t start_unix_ms_ = 0;
+  int64_t live_unix_ms_ = 0;  // of the last UpdateLive
+  int restarts_ = 0;
+  int nnodes_ = 1;
+  std::string hang_headline_;
+  std::string failure_;  // under mu_
+  std::unique_ptr<LiveStatus> live_;
 };
 
 }  // namespace dlaunch::launcher
