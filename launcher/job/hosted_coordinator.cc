@@ -36,10 +36,17 @@ HostedCoordinator::HostedCoordinator(CoordinatorConfig config, const std::string
 
 HostedCoordinator::~HostedCoordinator() {
   dumps_.reset();
+  metrics_.reset();
   Shutdown();
   handler_.SetListener(nullptr);
   // The job is over: nobody is to be pointed at its coordinator any more.
   if (!live_file_.empty()) ::unlink(live_file_.c_str());
+}
+
+void HostedCoordinator::ServeMetrics(const std::string& addr, int port) {
+  metrics_ = std::make_unique<MetricsServer>(live_.get(), addr, port);
+  std::cerr << "dlaunch: metrics on http://" << addr << ":" << metrics_->port()
+            << "/metrics (and /healthz)" << std::endl;
 }
 
 void HostedCoordinator::WriteLiveFile() {

@@ -15,6 +15,7 @@
 #include "launcher/job/live_job.h"
 #include "launcher/job/straggler_watch.h"
 #include "launcher/live/live_status.h"
+#include "launcher/live/metrics_server.h"
 #include "launcher/rendezvous/coordinator.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -28,6 +29,10 @@ class HostedCoordinator : public CoordinatorListener {
   ~HostedCoordinator() override;
 
   int port() const { return server_->port(); }
+  // --metrics-port: serves /metrics and /healthz on `addr`:`port` from now on (0: a free port,
+  // said on stderr). Throws Error(kInvalidArgument) when it cannot listen there; call before any
+  // rank starts.
+  void ServeMetrics(const std::string& addr, int port);
   CoordinatorHandler& handler() { return handler_; }
 
   // From now on notices stop `supervisor`, the hang monitor watches every rank of `plan` (none
@@ -83,7 +88,7 @@ class HostedCoordinator : public CoordinatorListener {
   int past_generations_ = 0;
   JobEventLog* events_ = nullptr;
 
-  // The live view (dlaunch status): refreshed on Tick, read on other threads.
+  // The live view (dlaunch status, /metrics): refreshed on Tick, read on other threads.
   void UpdateLive(bool now);
   void WriteLiveFile();
   std::string endpoint_;      // where `dlaunch status` reaches the coordinator
@@ -97,6 +102,7 @@ class HostedCoordinator : public CoordinatorListener {
   std::string hang_headline_;
   std::string failure_;  // under mu_
   std::unique_ptr<LiveStatus> live_;
+  std::unique_ptr<MetricsServer> metrics_;  // declared after live_: goes first
 };
 
 }  // namespace dlaunch::launcher

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/runtime.h"
+#include "launcher/live/metrics_text.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -133,8 +134,10 @@ void LiveStatus::Update(const std::vector<RankLiveState>& ranks, const std::vect
                         const LiveJobFacts& facts, int64_t now_unix_ms) {
   const LiveSnapshot s = Build(ranks, nodes, facts, now_unix_ms, &tracks_);
   std::string json = StatusToJson(s).dump();
+  std::string metrics = RenderMetrics(s);
   std::lock_guard<std::mutex> lock(mu_);
   json_ = std::move(json);
+  metrics_ = std::move(metrics);
   healthy_ = s.job.healthy();
   updated_ = true;
 }
@@ -144,6 +147,11 @@ void LiveStatus::Reset() { tracks_.clear(); }
 std::string LiveStatus::Json() const {
   std::lock_guard<std::mutex> lock(mu_);
   return json_;
+}
+
+std::string LiveStatus::Metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
 }
 
 bool LiveStatus::Healthy() const {

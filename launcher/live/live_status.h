@@ -1,5 +1,5 @@
 // Node 0's live view of the job, refreshed on the supervisor's tick and read by the status RPC
-// on its own threads. A reader copies the latest document under a
+// and the metrics server on their own threads. A reader copies the latest document under a
 // mutex and never waits for the job: a slow or hung client costs the job nothing.
 #pragma once
 
@@ -35,16 +35,17 @@ struct LiveJobFacts {
 class LiveStatus {
  public:
   // Builds the view from `ranks` (JobView::Ranks()), the other nodes' reports and `facts`, as of
-  // `now_unix_ms`, and keeps it with its JSON text. Call from one thread (the
+  // `now_unix_ms`, and keeps it with its JSON and metrics texts. Call from one thread (the
   // supervisor's); does not block but for the readers' mutex.
   void Update(const std::vector<RankLiveState>& ranks, const std::vector<NodeView>& nodes,
               const LiveJobFacts& facts, int64_t now_unix_ms);
   // A new attempt: the ranks' clocks start afresh.
   void Reset();
 
-  // The latest view; "" before the first Update. Thread-safe; do not
+  // The latest view; "" / a job in state "starting" before the first Update. Thread-safe; do not
   // block but for a copy under the mutex.
   std::string Json() const;
+  std::string Metrics() const;
   bool Healthy() const;
   bool updated() const;
 
@@ -67,6 +68,7 @@ class LiveStatus {
   std::map<int, Track> tracks_;  // the supervisor's thread only
   mutable std::mutex mu_;
   std::string json_;
+  std::string metrics_;
   bool healthy_ = true;
   bool updated_ = false;
 };

@@ -1,10 +1,11 @@
 // The live view from a fake job: what LiveStatus builds from rank states, the status text and
-// its dlaunch.status/1 document, without a process or a network.
+// its dlaunch.status/1 document, and the Prometheus exposition, without a process or a network.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "launcher/live/live_snapshot.h"
 #include "launcher/live/live_status.h"
+#include "launcher/live/metrics_text.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -116,6 +117,57 @@ TEST(LiveStatusJsonTest, DocumentRoundTripsAndUnknownIsNull) {
   ASSERT_TRUE(StatusFromJson(nlohmann::json::parse(doc.dump()), &back, &problem)) << problem;
   EXPECT_EQ(StatusToJson(back), doc);
   EXPECT_FALSE(StatusFromJson(nlohmann::json{{"schema", "dlaunch.summary/1"}}, &back, &problem));
+}
+
+TEST(LiveMetricsTest, ExpositionHasFamiliesOnceAndPerRankLabels) {
+  LiveSnapshot s = FakeSnapshot(2);
+  s.ranks[1].host = "we\"ird\\host";
+  s.ranks[1].rss_bytes = -1;  // unknown: no sample rather than a made-up one
+  const std::string text = RenderMetrics(s);
+  EXPECT_THAT(text, HasSubstr("# TYPE dlaunch_job_restarts_total counter\n"
+                              "dlaunch_job_restarts_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_job_state{state=\"running\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_job_state{state=\"hang\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_job_healthy 1\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_job_attempt 1\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_step{rank=\"0\",host=\"node-a\"} 120\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_step{rank=\"1\",host=\"we\\\"ird\\\\host\"} 120\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_step_time_seconds{rank=\"0\",host=\"node-a\"} 0.012"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_rss_bytes{rank=\"0\",host=\"node-a\"} 1073741824\n"));
+  EXPECT_THAT(text, Not(HasSubstr("dlaunch_rank_rss_bytes{rank=\"1\"")));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_comm_share_ratio{rank=\"0\",host=\"node-a\"} 0.31"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_collective_seq{rank=\"0\",host=\"node-a\"} 240\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE dlaunch_rank_collectives_completed_total counter\n"));
+  EXPECT_THAT(text,
+              HasSubstr("dlaunch_rank_heartbeat_age_seconds{rank=\"0\",host=\"node-a\"} 0.4"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_straggler_score{rank=\"0\",host=\"node-a\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("dlaunch_rank_samples_per_second{rank=\"0\",host=\"node-a\"} 512\n"));
+  // CUDA figures are unknown for every rank: no family at all.
+  EXPECT_THAT(text, Not(HasSubstr("cuda")));
+  // Each family's HELP and TYPE once, before its samples; counters only end in _total.
+  std::map<std::string, int> types;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream w(line.substr(7));
+    std::string name, type;
+    w >> name >> type;
+    ++types[name];
+    const bool total = name.size() > 6 && name.substr(name.size() - 6) == "_total";
+    EXPECT_EQ(type == "counter", total) << line;
+    EXPECT_EQ(name.rfind("dlaunch_", 0), 0u) << line;
+  }
+  for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name;
+  EXPECT_GE(types.size(), 15u);
+}
+
+TEST(LiveMetricsTest, HangIsUnhealthy) {
+  LiveSnapshot s = FakeSnapshot(1);
+  s.job.state = "hang";
+  EXPECT_FALSE(s.job.healthy());
+  EXPECT_THAT(RenderMetrics(s), HasSubstr("dlaunch_job_healthy 0\n"));
+  EXPECT_THAT(RenderMetrics(s), HasSubstr("dlaunch_job_state{state=\"hang\"} 1\n"));
 }
 
 TEST(LiveStatusBuildTest, RankStatesStepAgesCommShareAndRemoteHosts) {
