@@ -6,6 +6,8 @@
 #include "launcher/live/live_snapshot.h"
 #include "launcher/live/live_status.h"
 #include "launcher/live/metrics_text.h"
+#include "launcher/rendezvous/coordinator.h"
+#include "launcher/rendezvous/credentials.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -236,6 +238,24 @@ TEST(LiveStatusBuildTest, RankStatesStepAgesCommShareAndRemoteHosts) {
   EXPECT_EQ(s.job.state, "hang");
   EXPECT_FALSE(s.job.healthy());
   EXPECT_DOUBLE_EQ(s.ranks[1].step_age_s, 0.1);
+}
+
+TEST(LiveStatusTokenTest, AdmitsGetStatusOnlyAndTheJobTokenToo) {
+  CoordinatorConfig c;
+  c.token = "job-token";
+  CoordinatorHandler handler(c);
+  EXPECT_EQ(handler.StatusJson(), "");  // before the job is watched: nothing to answer
+  handler.SetStatusSource("status-token", [] { return std::string("{\"schema\": 1}"); });
+  EXPECT_TRUE(handler.AuthorizeStatus("status-token", "peer"));
+  EXPECT_TRUE(handler.AuthorizeStatus("job-token", "peer"));
+  EXPECT_FALSE(handler.AuthorizeStatus(RankToken("job-token"), "peer"));
+  EXPECT_FALSE(handler.AuthorizeStatus("", "peer"));
+  EXPECT_FALSE(handler.AuthorizeStatus("status-token-x", "peer"));
+  EXPECT_EQ(handler.StatusJson(), "{\"schema\": 1}");
+  // The status token is nobody for every other call.
+  EXPECT_EQ(handler.RoleOf("status-token"), CallerRole::kNone);
+  EXPECT_FALSE(handler.Authorize("status-token", "peer", "StoreSet"));
+  EXPECT_FALSE(handler.Authorize("status-token", "peer", "RegisterNode", CallerRole::kNode));
 }
 
 }  // namespace
