@@ -257,7 +257,7 @@ std::string RenderStatusText(const LiveSnapshot& s, size_t group_threshold) {
   std::map<std::string, std::vector<const LiveRank*>> sets;
   std::vector<std::string> order;
   for (const LiveRank& r : s.ranks) {
-    if (r.straggler || (r.state != "running" && r.state != "exited")) {
+    if (r.straggler || (r.state != "running" && r.state != "exited")) {  // failed, starting
       rows.push_back(Row(r));
       continue;
     }

@@ -22,8 +22,9 @@ struct LiveRank {
   int pid = 0;          // 0 when not known (a rank of another node before its node said)
   bool remote = false;  // on another node
   bool python = false;  // reports through the Python rank agent
-  // "running", "starting" (no heartbeat yet), "exited", "unknown" (another node's rank that has
-  // no heartbeats: a program without libdlaunch)
+  // "running", "starting" (no heartbeat yet), "exited", "failed" (exited with a non-zero code or
+  // by a signal), "unknown" (another node's rank that has no heartbeats: a program without
+  // libdlaunch)
   std::string state;
   int64_t step = -1;
   double step_age_s = -1;  // since the step last changed (as node 0 saw it)

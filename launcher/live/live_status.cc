@@ -58,6 +58,7 @@ LiveSnapshot LiveStatus::Build(const std::vector<RankLiveState>& ranks,
     for (const v1::RankExit& x : n.status->ranks()) remote[x.rank()] = {n.host, x.pid()};
   }
   bool any_beat = false;
+  int failed_rank = -1;  // the first rank that exited with a failure
   for (const RankLiveState& r : ranks) {
     LiveRank x;
     x.rank = r.rank;
@@ -71,7 +72,8 @@ LiveSnapshot LiveStatus::Build(const std::vector<RankLiveState>& ranks,
     }
     Track& t = (*tracks)[r.rank];
     if (r.exited) {
-      x.state = "exited";
+      x.state = r.failed ? "failed" : "exited";
+      failed_rank = failed_rank < 0 && r.failed ? r.rank : failed_rank;
     } else if (r.linked) {
       x.state = "running";
     } else {
@@ -124,6 +126,9 @@ LiveSnapshot LiveStatus::Build(const std::vector<RankLiveState>& ranks,
   } else if (!facts.failure.empty()) {
     j.state = "failed";
     j.reason = facts.failure;
+  } else if (failed_rank >= 0) {
+    j.state = "failed";
+    j.reason = "rank " + std::to_string(failed_rank) + " failed";
   } else {
     j.state = any_beat ? "running" : "starting";
   }

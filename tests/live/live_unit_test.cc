@@ -233,6 +233,13 @@ TEST(LiveStatusBuildTest, RankStatesStepAgesCommShareAndRemoteHosts) {
   EXPECT_NEAR(s.ranks[1].comm_share, 0.4, 1e-9);
   EXPECT_DOUBLE_EQ(s.ranks[1].step_age_s, 0);
   EXPECT_EQ(s.ranks[0].state, "exited");
+  ranks[1].exited = ranks[1].failed = true;
+  s = LiveStatus::Build(ranks, {node}, facts, kNow + 550, &tracks);
+  EXPECT_EQ(s.ranks[1].state, "failed");
+  EXPECT_EQ(s.job.state, "failed");
+  EXPECT_EQ(s.job.reason, "rank 1 failed");
+  EXPECT_FALSE(s.job.healthy());
+  ranks[1].exited = ranks[1].failed = false;
   facts.hang = "HANG at collective #7";
   s = LiveStatus::Build(ranks, {node}, facts, kNow + 600, &tracks);
   EXPECT_EQ(s.job.state, "hang");
