@@ -10,6 +10,7 @@
 #include "launcher/builtins.h"
 #include "launcher/diagnose/dump_command.h"
 #include "launcher/job/job.h"
+#include "launcher/live/status_command.h"
 #include "launcher/options.h"
 #include "launcher/report/report_command.h"
 #include "launcher/supervision/supervisor.h"
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
         return RunReportCommand(options.program);
       case Command::kDump:
         return RunDumpCommand(options.program);
+      case Command::kStatus:
+        return RunStatusCommand(options.program);
       default:
         if (PrintBuiltinHelp(options)) return kExitOk;
         return RunJob(options, SelfExe(argv[0]));

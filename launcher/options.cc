@@ -194,6 +194,8 @@ po::options_description Describe() {
     ("straggler-threshold", po::value<double>()->default_value(1.2), "a rank this many times the other ranks' median step time is named a straggler; 0 turns detection off")
     ("straggler-window", po::value<int64_t>()->default_value(200), "steps the straggler figures cover (a rolling window, 20 to 100000)")
     ("events-file", po::value<std::string>(), "append job events (rank start/exit, restart, hang, straggler, node lost) to this file as JSON lines")
+    ("metrics-port", po::value<int>(), "node 0 serves Prometheus /metrics and /healthz on this port (0: a free one)")
+    ("metrics-addr", po::value<std::string>()->default_value("127.0.0.1"), "the address --metrics-port listens on")
     ("skip-doctor", po::bool_switch(), "do not run doctor's quick checks before train and preflight")
     ("token-file", po::value<std::string>(), "multi-node: file holding the job token every node shares (else DLAUNCH_JOB_TOKEN)")
     ("tls-cert", po::value<std::string>(), "multi-node: this node's certificate (PEM)")
@@ -272,6 +274,7 @@ std::string Usage() {
          "       dlaunch report RUN_DIR [-o FILE.html]       the run as one HTML page of plots\n"
          "       dlaunch dump RUN_DIR [--json]               stacks and flight records of a "
          "running job\n"
+         "       dlaunch status RUN_DIR [--json] [--watch [S]]  a running job's ranks, live\n"
          "       dlaunch doctor [--json]                     driver/CUDA/NCCL/libtorch check\n\n"
       << Describe()
       << "\nexit codes: 0 success, 1 a rank failed, 2 usage or setup error, 3 hang detected,\n"
@@ -475,6 +478,15 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     throw UsageError("--straggler-window must be a number of steps in [20, 100000] (got " +
                      std::to_string(o.straggler_window) + ")");
   }
+  if (vm.count("metrics-port")) {
+    o.metrics_port = vm["metrics-port"].as<int>();
+    if (o.metrics_port < 0 || o.metrics_port > 65535) {
+      throw UsageError("--metrics-port must be a port in [0, 65535], got " +
+                       std::to_string(o.metrics_port));
+    }
+  }
+  o.metrics_addr = vm["metrics-addr"].as<std::string>();
+  if (o.metrics_addr.empty()) throw UsageError("--metrics-addr needs an address");
   if (vm.count("events-file")) {
     o.events_file = vm["events-file"].as<std::string>();
     if (o.events_file.empty()) throw UsageError("--events-file needs a file name");
@@ -505,13 +517,15 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   const std::string& head = rest.front();
   // After -m or --run-path the first word is the module or file, even if it is called "train".
   const bool python_entry = o.module || o.run_path;
-  if (!python_entry && (head == "train" || head == "preflight" || head == "diagnose" ||
-                        head == "report" || head == "doctor" || head == "dump")) {
+  if (!python_entry &&
+      (head == "train" || head == "preflight" || head == "diagnose" || head == "report" ||
+       head == "doctor" || head == "dump" || head == "status")) {
     o.command = head == "train"       ? Command::kTrain
                 : head == "preflight" ? Command::kPreflight
                 : head == "diagnose"  ? Command::kDiagnose
                 : head == "report"    ? Command::kReport
                 : head == "dump"      ? Command::kDump
+                : head == "status"    ? Command::kStatus
                                       : Command::kDoctor;
     o.program.assign(rest.begin() + 1, rest.end());
   } else {

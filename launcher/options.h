@@ -19,7 +19,8 @@ enum class Command {
   kDoctor,
   kHelp,
   kVersion,
-  kDump
+  kDump,
+  kStatus
 };
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
@@ -58,6 +59,9 @@ struct LaunchOptions {
   double straggler_threshold = 1.2;
   int64_t straggler_window = 200;
   std::string events_file;  // --events-file: job events as JSON lines; "" = none
+  // --metrics-port/--metrics-addr: node 0 serves /metrics and /healthz; -1 = off, 0 = a free port
+  int metrics_port = -1;
+  std::string metrics_addr = "127.0.0.1";
   int max_restarts = 0;
   bool quiet = false;
   std::vector<int> ranks_filter;  // empty: every rank on the console

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dlaunch builds with, only those that are missing. --test adds what
 # the test suite drives for real (headless Chromium for the report page, Debian's torch 1.13 for
-# the Python rank agent's tests); --bench adds the peers the benchmarks measure against and
-# hyperfine. apt's own output goes to a log file; the console gets one line per step (and the
-# log's tail when a step fails).
+# the Python rank agent's tests, Prometheus' server and promtool for /metrics); --bench adds the
+# peers the benchmarks measure against and hyperfine. apt's own output goes to a log file; the
+# console gets one line per step (and the log's tail when a step fails).
 set -euo pipefail
 
 packages=(
   build-essential cmake make pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libboost-program-options-dev nlohmann-json3-dev libsimdjson-dev libgloo-dev
+  libboost-program-options-dev nlohmann-json3-dev libsimdjson-dev libgloo-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin
@@ -18,7 +18,7 @@ packages=(
 )
 for flag in "$@"; do
   case "$flag" in
-    --test) packages+=(chromium python3-torch) ;;
+    --test) packages+=(chromium python3-torch prometheus) ;;
     --bench) packages+=(chromium python3-torch hyperfine) ;;
     *) echo "install-deps: unknown flag '$flag' (--test, --bench)" >&2; exit 2 ;;
   esac

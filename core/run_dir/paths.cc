@@ -61,6 +61,7 @@ std::string RunDir::node_summary(int node_rank) const {
   return Join(path_, ("summary.node" + std::to_string(node_rank) + ".json").c_str());
 }
 std::string RunDir::dumps() const { return Join(path_, "dumps"); }
+std::string RunDir::live() const { return Join(path_, "live.json"); }
 std::string RunDir::preflight() const { return Join(path_, "preflight.json"); }
 std::string RunDir::diagnosis_text() const { return Join(path_, "diagnosis.txt"); }
 std::string RunDir::diagnosis_json() const { return Join(path_, "diagnosis.json"); }

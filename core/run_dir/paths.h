@@ -4,6 +4,7 @@
 //   <run-dir>/summary.json  summary.node<N>.json  preflight.json  diagnosis.txt  diagnosis.json
 //             trace.json  report.html  .reserve (while the launcher runs)
 //   <run-dir>/dumps/<name>/  a dump of the running job (dump_file.h)
+//   <run-dir>/live.json  node 0's status endpoint and token, while it runs (live_file.h)
 //   <run-dir>/attempt<N>/  an earlier attempt's (or an earlier run's) rank<R>/ and reports
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
@@ -75,8 +76,11 @@ class RunDir {
   // .reserve: room the launcher keeps while the job runs, so a disk the logs fill still takes
   // the summary and diagnosis; removed at the end.
   std::string reserve() const;
-  RankDir rank(int rank) const;                          // rank<R>/
-  std::string dumps() const;                             // dumps/, of `dlaunch dump` (dump_file.h)
+  RankDir rank(int rank) const;  // rank<R>/
+  std::string dumps() const;     // dumps/, of `dlaunch dump` (dump_file.h)
+  // live.json: where node 0 answers `dlaunch status`, and its status token (live_file.h); owner
+  // only, while the launcher runs.
+  std::string live() const;
   std::string attempt(const std::string& folder) const;  // attempt<N>/, by its name
 
   // "rank3"; and back: the rank of a folder name, nullopt unless it is "rank" and at most nine

@@ -20,6 +20,7 @@
 #include "core/run_dir/paths.h"
 #include "core/run_dir/summary_file.h"
 #include "launcher/diagnose/diagnose_command.h"
+#include "launcher/diagnose/job_liveness.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -28,49 +29,6 @@ namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
-
-// Why the job of `run_dir` cannot be dumped, "" when it runs. Blocks for one small read.
-std::string WhyNotRunning(const std::string& run_dir) {
-  std::error_code ec;
-  if (!fs::is_directory(run_dir, ec)) return "no run directory at " + run_dir;
-  struct stat st {};
-  if (::stat(run_dir.c_str(), &st) != 0) return "cannot read " + run_dir;
-  if (st.st_uid != ::geteuid() && ::geteuid() != 0) {
-    return run_dir + " belongs to uid " + std::to_string(st.st_uid) +
-           ": only the job's owner can dump it";
-  }
-  const rundir::RunDir run(run_dir);
-  rundir::Summary summary;
-  std::vector<std::string> problems;
-  switch (rundir::ReadSummary(run.summary(), "summary.json", &summary, &problems)) {
-    case rundir::FileState::kAbsent:
-      return run_dir + " has no summary.json: not a dlaunch run directory";
-    case rundir::FileState::kInvalid:
-      return problems.empty() ? run.summary() + " is unreadable" : problems.front();
-    case rundir::FileState::kOk:
-      break;
-  }
-  if (summary.exit_code && *summary.exit_code >= 0) {
-    return "the job of " + run_dir + " has ended (exit " + std::to_string(*summary.exit_code) +
-           "): nothing runs to dump (see dlaunch diagnose " + run_dir + ")";
-  }
-  // A launcher that died (SIGKILL) left "running": its ranks on this host tell.
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  if (summary.host == host) {
-    bool any = false, alive = false;
-    for (const rundir::SummaryRank& r : summary.ranks) {
-      if (r.pid <= 0 || (!r.host.empty() && r.host != host)) continue;
-      any = true;
-      alive = alive || ::kill(r.pid, 0) == 0 || errno == EPERM;
-    }
-    if (any && !alive) {
-      return "the job of " + run_dir +
-             " is not running: its ranks are gone and its launcher did not record the end";
-    }
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -92,8 +50,9 @@ int RunDumpCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string run_dir = vm["run-dir"].as<std::string>();
-  if (std::string why = WhyNotRunning(run_dir); !why.empty()) {
-    std::cerr << "dlaunch dump: " << why << "\n";
+  if (const JobLiveness live = CheckJobLiveness(run_dir, "dump");
+      live.kind != JobLiveness::kRunning) {
+    std::cerr << "dlaunch dump: " << live.why << "\n";
     return 2;
   }
   const int64_t start = base::UnixMillis();

@@ -32,6 +32,7 @@ struct RankLiveState {
   int64_t section_since_unix_ms = 0;
   int64_t section_timeout_ms = -1;
   bool exited = false;
+  bool failed = false;  // exited with a non-zero code or by a signal
 };
 
 class JobView {

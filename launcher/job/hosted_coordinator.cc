@@ -1,11 +1,15 @@
 #include "launcher/job/hosted_coordinator.h"
 
+#include <unistd.h>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/base/proc.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/live_file.h"
+#include "core/run_dir/paths.h"
 #include "core/runtime.h"
 #include "core/telemetry.h"
 #include "launcher/diagnose/diagnose.h"
@@ -17,15 +21,75 @@ namespace dlaunch::launcher {
 
 HostedCoordinator::HostedCoordinator(CoordinatorConfig config, const std::string& listen,
                                      const core::TlsFiles& tls)
-    : handler_(std::move(config)) {
+    : handler_(std::move(config)), live_(std::make_unique<LiveStatus>()) {
   handler_.SetListener(this);
   server_ = std::make_unique<CoordinatorServer>(&handler_, listen, tls);
+  start_unix_ms_ = base::UnixMillis();
+  run_id_ = handler_.config().run_id;
+  // A coordinator on every interface is reached by this host's name; one on loopback there.
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  endpoint_ =
+      (host == "0.0.0.0" || host.empty() ? base::Hostname() : host) + ":" + std::to_string(port());
+  status_token_ = NewNodeCredential();
+  handler_.SetStatusSource(status_token_, [live = live_.get()] { return live->Json(); });
 }
 
 HostedCoordinator::~HostedCoordinator() {
   dumps_.reset();
+  metrics_.reset();
   Shutdown();
   handler_.SetListener(nullptr);
+  // The job is over: nobody is to be pointed at its coordinator any more.
+  if (!live_file_.empty()) ::unlink(live_file_.c_str());
+}
+
+void HostedCoordinator::ServeMetrics(const std::string& addr, int port) {
+  metrics_ = std::make_unique<MetricsServer>(live_.get(), addr, port);
+  std::cerr << "dlaunch: metrics on http://" << addr << ":" << metrics_->port()
+            << "/metrics (and /healthz)" << std::endl;
+}
+
+void HostedCoordinator::WriteLiveFile() {
+  if (run_dir_.empty() || !live_file_.empty()) return;
+  rundir::LiveEndpoint e;
+  e.endpoint = endpoint_;
+  e.status_token = status_token_;
+  e.host = base::Hostname();
+  e.pid = ::getpid();
+  e.unix_ms = base::UnixMillis();
+  const std::string path = rundir::RunDir(run_dir_).live();
+  try {
+    rundir::WriteLiveEndpoint(path, e);
+    live_file_ = path;
+  } catch (const Error& err) {
+    std::cerr << "dlaunch: warning: dlaunch status will not find this job: " << err.what()
+              << std::endl;
+  }
+}
+
+void HostedCoordinator::UpdateLive(bool now) {
+  // Heartbeats come every 200 ms (Python) to 1 s (native): a fresher view finds nothing new.
+  constexpr int64_t kEveryMs = 200;
+  const int64_t t = base::UnixMillis();
+  if (!view_ || (!now && t - live_unix_ms_ < kEveryMs)) return;
+  live_unix_ms_ = t;
+  LiveJobFacts f;
+  f.run_id = run_id_;
+  f.run_dir = run_dir_;
+  f.local_host = base::Hostname();
+  f.attempt = attempt_;
+  f.restarts = restarts_;
+  f.world_size = world_size_;
+  f.nodes = nnodes_;
+  f.start_unix_ms = start_unix_ms_;
+  f.hang = hang_headline_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    f.failure = failure_;
+  }
+  f.stragglers = Stragglers();
+  if (straggler_) f.scores = straggler_->detector().Scores();
+  live_->Update(view_->Ranks(), handler_.Nodes(), f, t);
 }
 
 void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
@@ -35,7 +99,12 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     run_dir_ = plan.run_dir();
     world_size_ = plan.world_size();
     attempt_ = plan.membership().attempt;
+    failure_.clear();
   }
+  restarts_ = plan.membership().restart_count;
+  nnodes_ = plan.membership().nnodes;
+  if (!plan.identity().run_id.empty()) run_id_ = plan.identity().run_id;
+  live_->Reset();
   // A dump in progress ends with the attempt it dumps.
   dumps_.reset();
   // The verdicts of an earlier membership stay in the job's record; the new one (its world size
@@ -71,6 +140,8 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
         });
     view_->SetStragglers(Stragglers());
   }
+  WriteLiveFile();
+  UpdateLive(true);
   // Node 0 watches every rank for stalls (heartbeats and collectives of native and Python ranks,
   // the output of the others with --hang-on-silence), unless --hang-timeout 0 turned that off.
   if (plan.options().hang_timeout.count() <= 0) return;
@@ -100,9 +171,11 @@ void HostedCoordinator::Tick() {
     // The hang monitor and a live dump (on its own thread) read them through the view.
     if (straggler_->generation() != before) view_->SetStragglers(Stragglers());
   }
+  UpdateLive(false);
   if (!monitor_) return;
   if (auto d = monitor_->Poll(base::UnixMillis())) {
     hang_diagnosed_ = true;
+    hang_headline_ = d->headline;
     if (events_) {
       rundir::JobEvent e;
       e.kind = rundir::JobEventKind::kHang;
@@ -120,6 +193,7 @@ void HostedCoordinator::Tick() {
       }
     }
     supervisor_->RequestStop(kExitHang, d->headline, std::move(kill_now));
+    UpdateLive(true);
   }
 }
 
@@ -134,6 +208,11 @@ std::string HostedCoordinator::RankError(int rank) {
 
 std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
                                                    std::string* elsewhere) {
+  {
+    // Asked only of an attempt that failed: /healthz says so from now on.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.empty()) failure_ = "a rank failed";
+  }
   const size_t fallback = result.first_failure.value_or(0);
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
@@ -200,6 +279,7 @@ void HostedCoordinator::Reset() {
   handler_.Reset();
   if (monitor_) monitor_->Reset();
   hang_diagnosed_ = false;
+  hang_headline_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   rank_errors_.clear();
   root_mismatch_.clear();
@@ -239,6 +319,10 @@ void HostedCoordinator::OnNodeFault(const NodeFault& fault) {
     e.host = fault.host;
     e.message = fault.message;
     events_->Emit(std::move(e));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.empty()) failure_ = fault.message;
   }
   if (supervisor) supervisor->RequestStop(kExitRankFailed, fault.message);
 }

@@ -14,6 +14,8 @@
 #include "launcher/job/job_plan.h"
 #include "launcher/job/live_job.h"
 #include "launcher/job/straggler_watch.h"
+#include "launcher/live/live_status.h"
+#include "launcher/live/metrics_server.h"
 #include "launcher/rendezvous/coordinator.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -27,6 +29,10 @@ class HostedCoordinator : public CoordinatorListener {
   ~HostedCoordinator() override;
 
   int port() const { return server_->port(); }
+  // --metrics-port: serves /metrics and /healthz on `addr`:`port` from now on (0: a free port,
+  // said on stderr). Throws Error(kInvalidArgument) when it cannot listen there; call before any
+  // rank starts.
+  void ServeMetrics(const std::string& addr, int port);
   CoordinatorHandler& handler() { return handler_; }
 
   // From now on notices stop `supervisor`, the hang monitor watches every rank of `plan` (none
@@ -81,6 +87,22 @@ class HostedCoordinator : public CoordinatorListener {
   std::vector<rundir::StragglerVerdict> past_stragglers_;  // of earlier memberships
   int past_generations_ = 0;
   JobEventLog* events_ = nullptr;
+
+  // The live view (dlaunch status, /metrics): refreshed on Tick, read on other threads.
+  void UpdateLive(bool now);
+  void WriteLiveFile();
+  std::string endpoint_;      // where `dlaunch status` reaches the coordinator
+  std::string status_token_;  // admits GetStatus only; in live.json
+  std::string live_file_;     // live.json once written
+  std::string run_id_;
+  int64_t start_unix_ms_ = 0;
+  int64_t live_unix_ms_ = 0;  // of the last UpdateLive
+  int restarts_ = 0;
+  int nnodes_ = 1;
+  std::string hang_headline_;
+  std::string failure_;  // under mu_
+  std::unique_ptr<LiveStatus> live_;
+  std::unique_ptr<MetricsServer> metrics_;  // declared after live_: goes first
 };
 
 }  // namespace dlaunch::launcher

@@ -51,6 +51,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     s.pid = live.pid;
     s.last_output_unix_ms = live.last_output_unix_ms;
     s.exited = live.exited;
+    s.failed = live.failed;
   }
   // Other nodes' ranks that exited, as their agents said in this attempt.
   for (const NodeView& node : coordinator_->Nodes()) {
@@ -58,6 +59,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     for (const v1::RankExit& x : node.status->ranks()) {
       if (x.rank() >= 0 && x.rank() < world_size_ && ranks[x.rank()].remote && x.exited()) {
         ranks[x.rank()].exited = true;
+        ranks[x.rank()].failed = x.exit_code() != 0 || x.signal() != 0;
       }
     }
   }

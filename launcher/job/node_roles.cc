@@ -162,6 +162,9 @@ class NodeZero : public NodeRole {
     cc.rdzv_timeout = options_.rdzv_timeout;
     cc.node_heartbeat_timeout = options_.heartbeat_timeout;
     coordinator_ = std::make_unique<HostedCoordinator>(cc, listen, setup_.tls);
+    if (options_.metrics_port >= 0) {
+      coordinator_->ServeMetrics(options_.metrics_addr, options_.metrics_port);
+    }
     // A signal that came before there was a coordinator to tell.
     interruptible_ = &coordinator_->handler();
     if (const int signal = interrupted_.load()) Interrupt(signal);

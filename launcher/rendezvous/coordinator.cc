@@ -71,6 +71,32 @@ bool CoordinatorHandler::Authorize(const std::string& token, const std::string& 
   return false;
 }
 
+void CoordinatorHandler::SetStatusSource(std::string status_token,
+                                         std::function<std::string()> source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_token_ = std::move(status_token);
+  status_source_ = std::move(source);
+}
+
+bool CoordinatorHandler::AuthorizeStatus(const std::string& token, const std::string& peer) {
+  if (RoleOf(token) == CallerRole::kNode) return true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!token.empty() && !status_token_.empty() && SameSecret(token, status_token_)) return true;
+  }
+  Refuse(peer, "GetStatus", token.empty() ? "no token" : "wrong job or status token");
+  return false;
+}
+
+std::string CoordinatorHandler::StatusJson() const {
+  std::function<std::string()> source;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    source = status_source_;
+  }
+  return source ? source() : "";
+}
+
 std::optional<int> CoordinatorHandler::AuthorizeNode(const std::string& token,
                                                      const std::string& node_credential,
                                                      const std::string& peer, const char* method) {

@@ -123,6 +123,16 @@ class CoordinatorHandler {
 
   const CoordinatorConfig& config() const { return config_; }
 
+  // ---- `dlaunch status` (GetStatus)
+  // The status token, which admits GetStatus only, and the document's source (it must not block
+  // for long, and outlives the server). Does not block.
+  void SetStatusSource(std::string status_token, std::function<std::string()> source);
+  // Whether `token` (the job token or the status token) may read the status; refused as
+  // Authorize refuses. Does not block.
+  bool AuthorizeStatus(const std::string& token, const std::string& peer);
+  // The source's document; "" before SetStatusSource. Blocks as the source does.
+  std::string StatusJson() const;
+
   // ---- multi-node: one node rendezvous round per attempt (node_rounds.h)
   // What a round gave node 0: its node count, or why it failed.
   struct Round {
@@ -229,6 +239,8 @@ class CoordinatorHandler {
   std::string rank_token_;                               // RankToken(config_.token)
   RefusalLog refusals_;
   std::mutex files_mu_;
+  std::string status_token_;  // under mu_
+  std::function<std::string()> status_source_;
 };
 
 class CoordinatorServer {

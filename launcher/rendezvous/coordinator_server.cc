@@ -97,6 +97,25 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
         ctx, "PushFile", [&] { handler_->WriteFileChunk(*member, *chunk); }, CallerRole::kNode);
   }
 
+  // Reads the job only: the job token or the status token of live.json.
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::StatusRequest*,
+                         v1::StatusResponse* resp) override {
+    if (!handler_->AuthorizeStatus(Metadata(ctx, core::kTokenMetadataKey), ctx->peer())) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "wrong or missing job or status token");
+    }
+    try {
+      std::string json = handler_->StatusJson();
+      if (json.empty()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the job's ranks are not started yet");
+      }
+      resp->set_json(std::move(json));
+      return grpc::Status::OK;
+    } catch (const std::exception& e) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
+    }
+  }
+
  private:
   // One stream per rank or node, named by its first message. Commands are written from other
   // threads through `send`, under a mutex the stream's end waits on, so no write outlives it.

@@ -208,7 +208,7 @@ class Supervisor::Attempt {
     r.err.pipe = &r.proc.stderr_fd;
     r.outcome.pid = r.proc.pid;
     ++running_;
-    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, base::UnixMillis(), false});
+    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, base::UnixMillis(), false, false});
     Watch(r.proc.pidfd.get(), Tag(kPid, i));
     Watch(r.proc.stdout_fd.get(), Tag(kOut, i));
     Watch(r.proc.stderr_fd.get(), Tag(kErr, i));
@@ -331,7 +331,7 @@ class Supervisor::Attempt {
     Pump(i, r.err);
     --running_;
     changed_ = true;
-    sup_.MarkExited(i);
+    sup_.MarkExited(i, r.outcome.signal != 0 || r.outcome.exit_code != 0);
     // The rank's own children (a shell pipeline, python workers) go with it: its process group,
     // and its cgroup, which also holds those that left the group.
     sup_.spawner_->SignalGroup(r.proc.pid, SIGKILL);
@@ -476,9 +476,10 @@ void Supervisor::TouchLive(size_t index) {
   live_[index].last_output_unix_ms = base::UnixMillis();
 }
 
-void Supervisor::MarkExited(size_t index) {
+void Supervisor::MarkExited(size_t index, bool failed) {
   std::lock_guard<std::mutex> lock(live_mu_);
   live_[index].exited = true;
+  live_[index].failed = failed;
 }
 
 AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
@@ -491,7 +492,7 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
   }
   {
     std::lock_guard<std::mutex> lock(live_mu_);
-    live_.assign(specs.size(), LiveRank{0, -1, 0, false});
+    live_.assign(specs.size(), LiveRank{0, -1, 0, false, false});
   }
   if (!janitor_) janitor_ = std::make_unique<RankJanitor>();
   Attempt attempt(*this, specs);

@@ -108,6 +108,7 @@ class Supervisor {
     pid_t pid;
     int64_t last_output_unix_ms;
     bool exited;
+    bool failed = false;  // exited with a non-zero code or by a signal
   };
   std::vector<LiveRank> Live() const;
 
@@ -117,7 +118,7 @@ class Supervisor {
   // The Attempt's updates of live_, by rank index.
   void SetLive(size_t index, const LiveRank& live);
   void TouchLive(size_t index);
-  void MarkExited(size_t index);
+  void MarkExited(size_t index, bool failed);
 
   ProcessSpawner* spawner_;
   SupervisorOptions options_;

@@ -6,10 +6,12 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "core/runtime.h"
+#include "core/telemetry.h"
 
 namespace {
 
@@ -56,6 +58,30 @@ int main(int argc, char** argv) {
         return 0;
       }
       auto rt = dlaunch::core::Runtime::FromEnv();
+      return 0;
+    }
+    if (mode == "steps") {  // argv[2] training-like steps of argv[3] ms, a third of it "in comm"
+      auto rt = dlaunch::core::Runtime::FromEnv();
+      const int steps = std::atoi(argv[2]);
+      const int ms = std::atoi(argv[3]);
+      Ready();
+      for (int i = 1; i <= steps; ++i) {
+        rt->UpdateStatus([&](dlaunch::core::RankStatus& s) {
+          s.step = i;
+          s.phase = dlaunch::core::Phase::kForward;
+          s.last_started_seq = i;
+          s.last_completed_seq = i - 1;
+          s.current_op = "allreduce";
+          s.rss_bytes = dlaunch::core::CurrentRssBytes();
+          s.samples_per_sec = 1000.0 * 32 / ms;
+          s.steps_timed = i;
+          s.step_busy_ms_total += ms * 2.0 / 3;
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the step's work
+      }
+      rt->UpdateStatus(
+          [&](dlaunch::core::RankStatus& s) { s.phase = dlaunch::core::Phase::kDone; });
+      std::cout << "done" << std::endl;
       return 0;
     }
     if (mode == "sleep") {  // wait to be killed

@@ -1,0 +1,69 @@
+#include "launcher/live/metrics_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include "core/error.h"
+#include "launcher/live/live_status.h"
+#include "launcher/live/metrics_text.h"
+
+namespace dlaunch::launcher {
+namespace {
+
+// A request must arrive, and its answer leave, within this: a client that sends nothing, or
+// reads nothing, is dropped then.
+constexpr time_t kIoTimeoutS = 2;
+// Threads serving connections: each idle client holds one until the timeout.
+constexpr size_t kThreads = 4;
+
+}  // namespace
+
+MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, int port)
+    : server_(std::make_unique<httplib::Server>()) {
+  httplib::Server& s = *server_;
+  // httplib's default adds SO_REUSEPORT, which would let a second job share a port in use.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  s.set_read_timeout(kIoTimeoutS, 0);
+  s.set_write_timeout(kIoTimeoutS, 0);
+  s.set_keep_alive_timeout(kIoTimeoutS);
+  s.set_keep_alive_max_count(100);
+  s.set_payload_max_length(64 << 10);
+  s.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  s.Get("/metrics", [live](const httplib::Request&, httplib::Response& res) {
+    res.set_content(live->Metrics(), kMetricsContentType);
+  });
+  s.Get("/healthz", [live](const httplib::Request&, httplib::Response& res) {
+    const bool healthy = live->Healthy();
+    res.status = healthy ? 200 : 503;
+    res.set_content(healthy ? "ok\n" : "unhealthy: a hang or failure was judged\n", "text/plain");
+  });
+  if (port == 0) {
+    port_ = s.bind_to_any_port(addr);
+  } else if (s.bind_to_port(addr, port)) {
+    port_ = port;
+  }
+  if (port_ <= 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--metrics-port " + std::to_string(port) + ": cannot listen on " + addr + ":" +
+                    std::to_string(port) + " (the port is in use, or the address is not local)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // stop() ends a server that runs; one whose thread has not started yet it would miss. httplib
+  // 0.11 has no ready notice, so look for it (it comes within microseconds).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!s.is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+MetricsServer::~MetricsServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace dlaunch::launcher
