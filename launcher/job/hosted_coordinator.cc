@@ -26,10 +26,10 @@ HostedCoordinator::HostedCoordinator(CoordinatorConfig config, const std::string
   server_ = std::make_unique<CoordinatorServer>(&handler_, listen, tls);
   start_unix_ms_ = base::UnixMillis();
   run_id_ = handler_.config().run_id;
+  host_ = base::Hostname();
   // A coordinator on every interface is reached by this host's name; one on loopback there.
   const std::string host = listen.substr(0, listen.rfind(':'));
-  endpoint_ =
-      (host == "0.0.0.0" || host.empty() ? base::Hostname() : host) + ":" + std::to_string(port());
+  endpoint_ = (host == "0.0.0.0" || host.empty() ? host_ : host) + ":" + std::to_string(port());
   status_token_ = NewNodeCredential();
   handler_.SetStatusSource(status_token_, [live = live_.get()] { return live->Json(); });
 }
@@ -54,7 +54,7 @@ void HostedCoordinator::WriteLiveFile() {
   rundir::LiveEndpoint e;
   e.endpoint = endpoint_;
   e.status_token = status_token_;
-  e.host = base::Hostname();
+  e.host = host_;
   e.pid = ::getpid();
   e.unix_ms = base::UnixMillis();
   const std::string path = rundir::RunDir(run_dir_).live();
@@ -76,7 +76,7 @@ void HostedCoordinator::UpdateLive(bool now) {
   LiveJobFacts f;
   f.run_id = run_id_;
   f.run_dir = run_dir_;
-  f.local_host = base::Hostname();
+  f.local_host = host_;
   f.attempt = attempt_;
   f.restarts = restarts_;
   f.world_size = world_size_;
@@ -127,7 +127,7 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     so.threshold = plan.options().straggler_threshold;
     so.window_steps = plan.options().straggler_window;
     straggler_ = std::make_unique<StragglerWatch>(
-        view_.get(), &handler_, plan.world_size(), base::Hostname(), so,
+        view_.get(), &handler_, plan.world_size(), host_, so,
         [this](const StragglerDetector::Change& c) {
           if (!events_) return;
           rundir::JobEvent e;

@@ -91,6 +91,7 @@ class HostedCoordinator : public CoordinatorListener {
   // The live view (dlaunch status, /metrics): refreshed on Tick, read on other threads.
   void UpdateLive(bool now);
   void WriteLiveFile();
+  std::string host_;          // this host's name, as status and live.json give it
   std::string endpoint_;      // where `dlaunch status` reaches the coordinator
   std::string status_token_;  // admits GetStatus only; in live.json
   std::string live_file_;     // live.json once written
