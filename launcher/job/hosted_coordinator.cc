@@ -44,9 +44,9 @@ HostedCoordinator::~HostedCoordinator() {
 }
 
 void HostedCoordinator::ServeMetrics(const std::string& addr, int port) {
-  metrics_ = std::make_unique<MetricsServer>(live_.get(), addr, port);
+  metrics_ = std::make_unique<MetricsServer>(live_.get(), addr, port, handler_.config().run_dir);
   std::cerr << "dlaunch: metrics on http://" << addr << ":" << metrics_->port()
-            << "/metrics (and /healthz)" << std::endl;
+            << "/metrics (and /healthz; the live report page at /)" << std::endl;
 }
 
 void HostedCoordinator::WriteLiveFile() {

@@ -29,10 +29,12 @@ class HostedCoordinator : public CoordinatorListener {
   ~HostedCoordinator() override;
 
   int port() const { return server_->port(); }
-  // --metrics-port: serves /metrics and /healthz on `addr`:`port` from now on (0: a free port,
-  // said on stderr). Throws Error(kInvalidArgument) when it cannot listen there; call before any
-  // rank starts.
+  // --metrics-port: serves /metrics, /healthz and the live report page on `addr`:`port` from now on
+  // (0: a free port, said on stderr). Throws Error(kInvalidArgument) when it cannot listen there;
+  // call before any rank starts.
   void ServeMetrics(const std::string& addr, int port);
+  // Refreshes the live view now (a rank exited): on the supervisor's loop, as Tick.
+  void RefreshLive() { UpdateLive(true); }
   CoordinatorHandler& handler() { return handler_; }
 
   // From now on notices stop `supervisor`, the hang monitor watches every rank of `plan` (none

@@ -198,6 +198,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       progress = now;
       summary_file.WriteProgress(summary, restarts, now);
       if (events) EmitRankEvents(now, host_, events.get(), &said);
+      role_->OnRankChange();
     };
     supervisor.on_tick = [&, restarts = m.restart_count, generation = -1]() mutable {
       role_->OnTick();

@@ -66,6 +66,7 @@ class NodeZero : public NodeRole {
         run_id_(o.run_id.empty() ? NewRunId() : o.run_id) {}
 
   void OnTick() override { coordinator_->Tick(); }
+  void OnRankChange() override { coordinator_->RefreshLive(); }
   void SetEventLog(JobEventLog* log) override {
     if (coordinator_) coordinator_->SetEventLog(log);
   }

@@ -39,6 +39,9 @@ class NodeRole {
   virtual bool Open(JobPlan* plan, Supervisor* supervisor) = 0;
   // On the supervisor's loop every tick while an attempt runs; must not block for long.
   virtual void OnTick() = 0;
+  // On the supervisor's loop when a rank exits or the teardown begins (no ticks come during a
+  // teardown): node 0 refreshes the live view, so /healthz and status say so at once.
+  virtual void OnRankChange() {}
   // The first error rank `rank` reported in this attempt, "" for none.
   virtual std::string RankError(int rank) = 0;
   // The index in `result.ranks` of a failed attempt's root cause (node 0: the diagnosis' choice,

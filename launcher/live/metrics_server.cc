@@ -5,9 +5,15 @@
 
 #include <chrono>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/error.h"
+#include "core/run_dir/paths.h"
 #include "launcher/live/live_status.h"
 #include "launcher/live/metrics_text.h"
+#include "launcher/report/report_data.h"
+#include "launcher/report/report_page.h"
+#include "launcher/report/svg_chart.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -17,11 +23,18 @@ namespace {
 constexpr time_t kIoTimeoutS = 2;
 // Threads serving connections: each idle client holds one until the timeout.
 constexpr size_t kThreads = 4;
+// The live page is redrawn from the run directory at most this often, and reloads itself every
+// kPageRefreshS: a page open in many browsers reads the run directory once per kPageEveryMs.
+constexpr int64_t kPageEveryMs = 2000;
+constexpr int kPageRefreshS = 5;
+// trace.json larger than this is left to be opened from the run directory.
+constexpr size_t kMaxTraceBytes = 256 << 20;
 
 }  // namespace
 
-MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, int port)
-    : server_(std::make_unique<httplib::Server>()) {
+MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, int port,
+                             const std::string& run_dir)
+    : run_dir_(run_dir), server_(std::make_unique<httplib::Server>()) {
   httplib::Server& s = *server_;
   // httplib's default adds SO_REUSEPORT, which would let a second job share a port in use.
   s.set_socket_options([](socket_t sock) {
@@ -42,6 +55,24 @@ MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, in
     res.status = healthy ? 200 : 503;
     res.set_content(healthy ? "ok\n" : "unhealthy: a hang or failure was judged\n", "text/plain");
   });
+  if (!run_dir_.empty()) {
+    s.Get("/", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(Page(), "text/html; charset=utf-8");
+    });
+    s.Get("/trace.json", [this](const httplib::Request&, httplib::Response& res) {
+      std::string trace;
+      const base::ReadStatus read =
+          base::ReadFileBounded(rundir::RunDir(run_dir_).trace(), kMaxTraceBytes, &trace);
+      if (read == base::ReadStatus::kOk) {
+        res.set_content(trace, "application/json");
+      } else {
+        res.status = 404;
+        res.set_content("trace.json: " + base::DescribeReadStatus(read, kMaxTraceBytes) +
+                            " (dlaunch writes it when an attempt ends)\n",
+                        "text/plain");
+      }
+    });
+  }
   if (port == 0) {
     port_ = s.bind_to_any_port(addr);
   } else if (s.bind_to_port(addr, port)) {
@@ -59,6 +90,23 @@ MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, in
   while (!s.is_running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+std::string MetricsServer::Page() {
+  std::lock_guard<std::mutex> lock(page_mu_);
+  const int64_t now = base::UnixMillis();
+  if (page_.empty() || now - page_unix_ms_ >= kPageEveryMs) {
+    try {
+      page_ = report::RenderReportPage(report::LoadReportSnapshot(run_dir_),
+                                       report::PageOptions{kPageRefreshS});
+    } catch (const std::exception& e) {
+      // The run directory went (the job ended, and someone removed it): say so, not a crash.
+      page_ = "<!DOCTYPE html><html><body><p>dlaunch: cannot read the run directory: " +
+              report::Escape(e.what()) + "</p></body></html>\n";
+    }
+    page_unix_ms_ = now;
+  }
+  return page_;
 }
 
 MetricsServer::~MetricsServer() {

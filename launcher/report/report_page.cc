@@ -111,9 +111,13 @@ std::string Top(const ReportSnapshot& run) {
 
 }  // namespace
 
-std::string RenderReportPage(const ReportSnapshot& run) {
+std::string RenderReportPage(const ReportSnapshot& run, const PageOptions& options) {
+  const std::string refresh =
+      options.refresh_s > 0
+          ? "<meta http-equiv=\"refresh\" content=\"" + std::to_string(options.refresh_s) + "\">\n"
+          : "";
   std::string page =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n" + refresh +
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
       "style-src 'unsafe-inline'; script-src " +
       ScriptHash() + "; img-src data:\">\n<title>dlaunch report: " + Escape(run.run_id) +
@@ -135,6 +139,10 @@ std::string RenderReportPage(const ReportSnapshot& run) {
   page += LossPlot(run);
   page += AccuracyPlot(run);
   page += "<footer class=\"part caption\">Written by dlaunch report from " + Escape(run.run_dir) +
+          (options.refresh_s > 0
+               ? "; node 0 redraws it from the live run directory, and this page reloads every " +
+                     std::to_string(options.refresh_s) + " s"
+               : "") +
           ".</footer>\n</body></html>\n";
   return page;
 }

@@ -9,8 +9,13 @@
 
 namespace dlaunch::launcher::report {
 
+struct PageOptions {
+  // > 0: the page reloads itself every this many seconds (the live page at node 0's `/`).
+  int refresh_s = 0;
+};
+
 // The whole page. Pure: does not block, does not throw for any snapshot contents; every string
 // taken from the run directory is escaped.
-std::string RenderReportPage(const ReportSnapshot& run);
+std::string RenderReportPage(const ReportSnapshot& run, const PageOptions& options = {});
 
 }  // namespace dlaunch::launcher::report

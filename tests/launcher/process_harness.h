@@ -187,4 +187,21 @@ inline auto ReadyCount(size_t n) {
   return [n](const std::vector<std::string>& lines) { return ReadyPids(lines).size() >= n; };
 }
 
+// The port of node 0's --metrics-port server, from its "metrics on http://127.0.0.1:P/metrics"
+// line on `job`'s stderr; 0 when it did not come within `timeout`.
+inline int WaitForMetricsPort(Launched& job, std::chrono::milliseconds timeout) {
+  const std::regex said(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)");
+  int port = 0;
+  job.WaitFor(
+      [&](const std::vector<std::string>&) {
+        std::smatch m;
+        for (const auto& l : job.err_lines) {
+          if (std::regex_search(l, m, said)) port = std::stoi(m[1]);
+        }
+        return port > 0;
+      },
+      timeout);
+  return port;
+}
+
 }  // namespace dlaunch::testing

@@ -1,4 +1,5 @@
 // A rank program for the launcher's process-level tests: each mode exercises one behaviour.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -94,6 +95,17 @@ int main(int argc, char** argv) {
         std::cerr << "rank " << rank << " giving up" << std::endl;
         return std::atoi(argv[3]);
       }
+      Ready();
+      for (;;) ::pause();
+    }
+    if (mode == "exit-after-hold") {  // rank argv[2] exits argv[3] once FIFO argv[4] is opened
+      auto rt = dlaunch::core::Runtime::FromEnv();  // for writing; the others ignore SIGTERM
+      if (rank == std::atoi(argv[2])) {
+        ::close(::open(argv[4], O_RDONLY));
+        std::cerr << "rank " << rank << " giving up" << std::endl;
+        return std::atoi(argv[3]);
+      }
+      ::signal(SIGTERM, SIG_IGN);
       Ready();
       for (;;) ::pause();
     }

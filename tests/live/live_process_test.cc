@@ -2,13 +2,15 @@
 // ranks with heartbeats, steps and a collective in flight): both ranks shown with steps, a wrong
 // token and a finished job refused with exit 2, a metrics port in use refused before any rank
 // starts, the exposition passing `promtool check metrics`, a real Prometheus server scraping a
-// per-rank series, /healthz 200, and an idle client that connects and sends nothing while the
-// job goes on to exit 0.
+// per-rank series, /healthz 200 (and 503 after a real rank failure), and an idle client that
+// connects and sends nothing while the job goes on to exit 0.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -82,8 +84,9 @@ class LiveProcessTest : public ::testing::Test {
   TestDir dir_{"live"};
   fs::path RunDir() const { return dir_.path() / "logs" / kRunId; }
 
-  // A 2-rank job of `steps` steps of 50 ms each, heartbeats every 100 ms.
-  std::vector<std::string> Job(int steps, std::vector<std::string> extra = {}) const {
+  // dlaunch with 2 ranks of `program`, heartbeats every 100 ms, and `extra` options.
+  std::vector<std::string> Launch(const std::vector<std::string>& extra,
+                                  const std::vector<std::string>& program) const {
     std::vector<std::string> argv = {DLAUNCH_BIN,
                                      "--nproc",
                                      "2",
@@ -95,10 +98,13 @@ class LiveProcessTest : public ::testing::Test {
                                      "0.1",
                                      "--quiet"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    for (const char* a : {"--", TEST_RANK_BIN, "steps"}) argv.push_back(a);
-    argv.push_back(std::to_string(steps));
-    argv.push_back("50");
+    argv.push_back("--");
+    argv.insert(argv.end(), program.begin(), program.end());
     return argv;
+  }
+  // A 2-rank job of `steps` steps of 50 ms each.
+  std::vector<std::string> Job(int steps, const std::vector<std::string>& extra = {}) const {
+    return Launch(extra, {TEST_RANK_BIN, "steps", std::to_string(steps), "50"});
   }
 
   // `dlaunch status ARGS...`, its exit code; its output in `out`, `err`.
@@ -222,24 +228,48 @@ TEST_F(LiveProcessTest, MetricsPortInUseFailsBeforeAnyRankStarts) {
   EXPECT_FALSE(fs::exists(RunDir() / "rank0"));
 }
 
+// A real failure: rank 1 exits 1 when the test opens its FIFO, while rank 0 ignores SIGTERM,
+// which holds the job in its grace period; /healthz answers 200 before and 503 once the failure
+// is judged.
+TEST_F(LiveProcessTest, HealthzAnswers503OnceARankHasFailed) {
+  const fs::path gate = dir_.path() / "go";
+  ASSERT_EQ(::mkfifo(gate.c_str(), 0600), 0);
+  Launched job(Launch({"--grace-period", "5", "--metrics-port", "0"},
+                      {TEST_RANK_BIN, "exit-after-hold", "1", "1", gate.string()}));
+  const int port = WaitForMetricsPort(job, seconds(30));
+  ASSERT_GT(port, 0) << job.err_text();
+  httplib::Client http("127.0.0.1", port);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(5);
+  auto before = http.Get("/healthz");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 200);
+  // Rank 1 fails now; rank 0 holds the teardown for its 5 s of grace. The view is refreshed
+  // when a rank exits, so 503 comes within a poll or two of the failure.
+  ::close(::open(gate.c_str(), O_WRONLY));
+  int last = 0;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto res = http.Get("/healthz");
+    ASSERT_TRUE(res) << "no answer from /healthz";
+    last = res->status;
+    if (last == 503) break;
+    std::this_thread::sleep_for(milliseconds(100));  // the next refresh of the live view
+  }
+  EXPECT_EQ(last, 503) << job.err_text();
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("dlaunch_job_state{state=\"failed\"} 1"));
+  EXPECT_EQ(job.Wait(seconds(60)), 1) << job.err_text();
+}
+
 TEST_F(LiveProcessTest, MetricsScrapedByPromtoolAndPrometheusWhileAnIdleClientWaits) {
   if (std::string(PROMETHEUS_BIN).empty() || std::string(PROMTOOL_BIN).empty()) {
     GTEST_SKIP() << "prometheus/promtool not installed (scripts/install-deps.sh --test)";
   }
   Launched job(Job(400, {"--metrics-port", "0"}));
-  // "dlaunch: metrics on http://127.0.0.1:P/metrics (and /healthz)"
-  int port = 0;
-  const std::regex said(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)");
-  ASSERT_TRUE(job.WaitFor(
-      [&](const std::vector<std::string>&) {
-        std::smatch m;
-        for (const auto& l : job.err_lines) {
-          if (std::regex_search(l, m, said)) port = std::stoi(m[1]);
-        }
-        return port > 0;
-      },
-      seconds(30)))
-      << job.err_text();
+  const int port = WaitForMetricsPort(job, seconds(30));
+  ASSERT_GT(port, 0) << job.err_text();
   // A client that connects and sends nothing, held for the rest of the test.
   const int idle = IdleClient(port);
   httplib::Client http("127.0.0.1", port);

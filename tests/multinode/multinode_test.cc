@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
+#include <thread>
 
 #include "launcher/rendezvous/ports.h"
 #include "process_harness.h"
@@ -113,6 +115,54 @@ TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {
   EXPECT_EQ(summary["exit_code"], 0);
   EXPECT_EQ(summary["ranks"].size(), 4u);
   EXPECT_EQ(summary["nodes"].size(), 2u);
+}
+
+// #25: `dlaunch status` on node 0's run directory shows node 1's ranks too, with their steps and
+// node 1's pids, while the two-node job runs.
+TEST_F(MultiNodeTest, StatusOnNodeZeroShowsTheOtherNodesRanks) {
+  const std::vector<std::string> steps = {TEST_RANK_BIN, "steps", "120", "50"};
+  Launched n0(Node(0, steps, {"--heartbeat-interval", "0.1"}), {kToken});
+  Launched n1(Node(1, steps, {"--heartbeat-interval", "0.1"}), {kToken});
+  auto all_stepping = [](const nlohmann::json& doc) {
+    if (!doc.is_object() || doc["ranks"].size() != 4) return false;
+    for (const auto& r : doc["ranks"]) {
+      if (!r["step"].is_number() || r["step"].get<int>() <= 0) return false;
+    }
+    return true;
+  };
+  nlohmann::json doc;
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(40);
+  while (!all_stepping(doc) && std::chrono::steady_clock::now() < deadline) {
+    Launched status({DLAUNCH_BIN, "status", RunDir(0).string(), "--json"});
+    if (status.Wait(seconds(20)) == 0) {
+      out.clear();
+      for (const auto& l : status.out_lines) out += l + "\n";
+      doc = nlohmann::json::parse(out, nullptr, false);
+    }
+    if (!all_stepping(doc)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(all_stepping(doc)) << out << n0.err_text() << n1.err_text();
+  EXPECT_EQ(doc["job"]["nodes"], 2);
+  EXPECT_EQ(doc["job"]["world_size"], 4);
+  std::set<int> node1_pids;
+  for (int r = 2; r < 4; ++r) {
+    const auto& rank = doc["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    EXPECT_EQ(rank["state"], "running") << rank.dump();
+    EXPECT_GT(rank["pid"].get<int>(), 0) << rank.dump();
+    EXPECT_FALSE(rank["host"].get<std::string>().empty()) << rank.dump();
+    node1_pids.insert(rank["pid"].get<int>());
+  }
+  EXPECT_EQ(node1_pids.size(), 2u) << doc.dump(2);
+  // The text view says so in its job line.
+  Launched text({DLAUNCH_BIN, "status", RunDir(0).string()});
+  ASSERT_EQ(text.Wait(seconds(20)), 0) << text.err_text();
+  std::string view;
+  for (const auto& l : text.out_lines) view += l + "\n";
+  EXPECT_TRUE(Has(view, "4 ranks on 2 nodes")) << view;
+  ASSERT_EQ(n1.Wait(seconds(60)), 0) << n1.err_text();
+  ASSERT_EQ(n0.Wait(seconds(60)), 0) << n0.err_text();
 }
 
 TEST_F(MultiNodeTest, RanksOfBothNodesMeetThroughNodeZerosCoordinator) {

@@ -2,11 +2,14 @@
 // every plot is drawn, the axes carry the run directory's numbers, and what a real rank printed
 // stays text.
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "launcher/report/svg_chart.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
@@ -24,20 +27,23 @@ struct Page {
   std::string log;
 };
 
-// Loads `file` in headless Chromium and returns the DOM after scripts ran, and its log.
-Page LoadInChromium(const fs::path& file, const fs::path& scratch) {
+// Loads `url` in headless Chromium and returns the DOM after scripts ran, and its log.
+Page LoadUrlInChromium(const std::string& url, const fs::path& scratch) {
   const fs::path profile = scratch / "chromium-profile";
   fs::create_directories(profile);
   Launched browser({CHROMIUM_BIN, "--headless", "--no-sandbox", "--disable-gpu",
                     "--disable-background-networking", "--disable-component-update",
                     "--no-first-run", "--user-data-dir=" + profile.string(),
-                    "--enable-logging=stderr", "--dump-dom",
-                    "file://" + fs::absolute(file).string()});
+                    "--enable-logging=stderr", "--dump-dom", url});
   Page page;
   page.exit_code = browser.Wait(seconds(120));
   for (const auto& l : browser.out_lines) page.dom += l + "\n";
   page.log = browser.err_text();
   return page;
+}
+
+Page LoadInChromium(const fs::path& file, const fs::path& scratch) {
+  return LoadUrlInChromium("file://" + fs::absolute(file).string(), scratch);
 }
 
 // The <svg> of one plot in the DOM.
@@ -149,6 +155,59 @@ TEST_F(ReportBrowserTest, WhatARealRankPrintsStaysText) {
   EXPECT_EQ(page.dom.find("pwned</title>"), std::string::npos);
   EXPECT_NE(page.dom.find("&lt;script&gt;document.title='pwned'&lt;/script&gt;"), std::string::npos)
       << "the rank's line is shown as text";
+}
+
+// The same page for a running job, at `/` of node 0's --metrics-port server: a real 2-rank
+// built-in train job, loaded once its ranks have reported steps.
+TEST_F(ReportBrowserTest, TheLivePageOfARunningJobLoadsFromTheMetricsServer) {
+  TestDir dir("report-browser");
+  const fs::path logs = dir.path() / "logs";
+  Launched job({DLAUNCH_BIN, "--nproc", "2", "--log-dir", logs.string(), "--run-id", "live",
+                "--metrics-port", "0", "train", "--data", "synthetic", "--model", "mlp",
+                "--no-preflight", "--steps", "100000"});
+  const int port = WaitForMetricsPort(job, seconds(60));
+  ASSERT_GT(port, 0) << job.err_text();
+  ASSERT_TRUE(job.WaitFor(
+      [&](const std::vector<std::string>& out) {
+        return std::any_of(out.begin(), out.end(), [](const std::string& l) {
+          return l.find("ms/step") != std::string::npos;
+        });
+      },
+      seconds(90)))
+      << job.err_text();
+  const Page page = LoadUrlInChromium("http://127.0.0.1:" + std::to_string(port) + "/", dir.path());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10);
+  ASSERT_EQ(page.exit_code, 0) << page.log;
+  EXPECT_EQ(page.log.find("CONSOLE"), std::string::npos) << page.log;
+  EXPECT_NE(page.dom.find("data-rendered-ms=\""), std::string::npos) << page.dom;
+  EXPECT_NE(page.dom.find("dlaunch run live"), std::string::npos) << page.dom;
+  EXPECT_NE(page.dom.find("verdict v-RUNNING"), std::string::npos) << page.dom;
+  EXPECT_NE(page.dom.find("http-equiv=\"refresh\" content=\"5\""), std::string::npos);
+  EXPECT_NE(page.dom.find("reloads every 5 s"), std::string::npos);
+  for (const char* id : {"memory", "step-time", "comm-share"}) {
+    const std::string svg = Plot(page.dom, id);
+    ASSERT_FALSE(svg.empty()) << id << " missing";
+    EXPECT_TRUE(svg.find("class=\"series") != std::string::npos ||
+                svg.find("class=\"mark\"") != std::string::npos)
+        << id << " is empty";
+  }
+  // Redrawn from the live run directory: a later answer is of a later moment of the job.
+  auto as_of = [&] {
+    std::string out;
+    if (auto res = http.Get("/")) {
+      const size_t at = res->body.find("still running (as of ");
+      if (at != std::string::npos) out = res->body.substr(at, res->body.find(')', at) - at);
+    }
+    return out;
+  };
+  const std::string first = as_of();
+  ASSERT_FALSE(first.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past the 2 s the page is kept
+  EXPECT_NE(as_of(), first);
+  // The job goes on; SIGINT ends it as a user would (exit 130).
+  ::kill(job.pid(), SIGINT);
+  EXPECT_EQ(job.Wait(seconds(60)), 130) << job.err_text();
 }
 
 TEST_F(ReportBrowserTest, NotARunDirectoryIsExitTwo) {
