@@ -344,7 +344,8 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
               : host_;
       std::cerr << FormatRootCause(f, where, plan_.ranks()[f.local_rank].dir, extra);
       report.root_cause_printed = true;
-      report.error = "rank " + std::to_string(f.rank) + " failed: " + DescribeExit(f) +
+      report.error = "rank " + std::to_string(f.rank) +
+                     " failed: " + DescribeFailure(f, plan_.ranks()[f.local_rank].dir) +
                      (extra.empty() ? "" : "; " + extra);
     }
     report.exit_code = builtin ? BuiltinExitCode(f) : kExitRankFailed;

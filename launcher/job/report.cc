@@ -16,6 +16,7 @@
 
 #include "core/base/files.h"
 #include "core/error.h"
+#include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/python/python_launch.h"
@@ -56,6 +57,26 @@ std::string DescribeExit(const RankOutcome& o) {
   return "exit code " + std::to_string(o.exit_code);
 }
 
+namespace {
+
+// The message of the error.json a rank the teardown ended had written; "" for none.
+std::string OwnErrorBeforeTeardown(const RankOutcome& o, const std::string& rank_dir) {
+  if (!o.torn_down || !o.exited) return "";
+  rundir::ErrorReport own;
+  std::vector<std::string> problems;
+  const rundir::FileState state =
+      rundir::ReadError(rundir::RankDir(rank_dir).error(), "error.json", &own, &problems);
+  return state == rundir::FileState::kOk ? own.message : "";
+}
+
+}  // namespace
+
+std::string DescribeFailure(const RankOutcome& o, const std::string& rank_dir) {
+  const std::string own = OwnErrorBeforeTeardown(o, rank_dir);
+  if (own.empty()) return DescribeExit(o);
+  return own + " (its process then ended by the teardown: " + DescribeExit(o) + ")";
+}
+
 std::vector<std::string> TailLines(const std::string& path, size_t n) {
   std::ifstream in(path);
   std::deque<std::string> tail;
@@ -86,7 +107,11 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
       << "  time      : " << FormatTime(f.end_unix_ms) << "\n"
       << "  host      : " << host << "\n"
       << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
-      << "  exit      : " << DescribeExit(f) << " (pid: " << f.pid << ")\n";
+      << "  exit      : " << DescribeExit(f) << (f.torn_down ? " from dlaunch's teardown" : "")
+      << " (pid: " << f.pid << ")\n";
+  if (const std::string own = OwnErrorBeforeTeardown(f, rank_dir); !own.empty()) {
+    out << "  error     : " << own << " (its own, before the teardown)\n";
+  }
   if (f.signal == SIGKILL) {
     out << "  hint      : SIGKILL with no traceback is often the kernel's OOM killer "
            "(check dmesg)\n";

@@ -23,6 +23,11 @@ RunState StateOf(const RankOutcome& outcome);
 
 // "exit code 3" or "signal SIGKILL (9)".
 std::string DescribeExit(const RankOutcome& outcome);
+// How a failed rank ended, for its root-cause report: DescribeExit, or, for a rank the teardown
+// ended after it had written its own error.json (it failed by itself, another rank only exited
+// first), that error, then "(its process then ended by the teardown: signal SIGTERM (15))".
+// Blocks for one bounded file read.
+std::string DescribeFailure(const RankOutcome& outcome, const std::string& rank_dir);
 
 // The last `n` lines of a file; empty when it cannot be read.
 std::vector<std::string> TailLines(const std::string& path, size_t n);
