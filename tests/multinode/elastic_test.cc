@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "launchers_fixture.h"
 
@@ -116,6 +117,53 @@ TEST_F(ElasticJobTest, ASigkilledNodeLeavesTheJobToTheRest) {
   ASSERT_EQ(summary["attempts"].size(), 2u);
   EXPECT_EQ(summary["attempts"][0]["next"], "rejoin");
   EXPECT_EQ(summary["attempts"][1]["nnodes"], 1);
+  EXPECT_EQ(summary["attempts"][1]["world_size"], 2);
+}
+
+// #30 part 8: built-in train on 2 nodes of 2 ranks, checkpointing; node 1's launcher is killed
+// once a checkpoint exists, and node 0 goes on alone with 2 ranks from that checkpoint, the
+// sampler re-sharded, saying what changed, to the end of the data.
+TEST_F(ElasticJobTest, AfterAScaleDownTrainResumesFromItsCheckpointWithFewerRanks) {
+  const fs::path ckpt = dir_ / "ckpt";
+  const std::vector<std::string> train = {"train",
+                                          "--data",
+                                          "synthetic",
+                                          "--model",
+                                          "mlp",
+                                          "--no-preflight",
+                                          "--steps",
+                                          "600",
+                                          "--checkpoint-dir",
+                                          ckpt.string(),
+                                          "--checkpoint-every",
+                                          "50"};
+  const std::vector<std::string> extra = {"--rdzv-conf", "last_call_timeout=1"};
+  auto n0 = StartProgram("n0", "1:2", train, extra);
+  ASSERT_TRUE(n0->WaitFor(
+      [&](const std::vector<std::string>&) { return Has(n0->err_text(), "coordinator on"); },
+      seconds(30)))
+      << n0->err_text();
+  auto n1 = StartProgram("n1", "1:2", train, extra);
+  // Rank 0 writes the checkpoint atomically (a rename): once it is there it is whole.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(90);
+  while (!fs::exists(ckpt / "checkpoint.pt") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the next checkpoint
+  }
+  ASSERT_TRUE(fs::exists(ckpt / "checkpoint.pt")) << n0->err_text() << n1->err_text();
+  ASSERT_EQ(::kill(n1->pid(), SIGKILL), 0);
+  ASSERT_EQ(n0->Wait(seconds(120)), 0) << n0->err_text();
+  std::string out;
+  for (const auto& l : n0->out_lines) out += l + "\n";
+  EXPECT_TRUE(Has(n0->err_text(), "1 node lost; 1 node left")) << n0->err_text();
+  EXPECT_TRUE(Has(out, "[train] resumed step ")) << out;
+  EXPECT_TRUE(Has(out,
+                  " with 2 ranks instead of 4; the per-rank batch is kept, so the global "
+                  "batch is now 64 (was 128)"))
+      << out;
+  EXPECT_FALSE(Has(out, "refus")) << out;
+  const auto summary = Json(RunDir("n0") / "summary.json");
+  EXPECT_EQ(summary["exit_code"], 0);
+  ASSERT_EQ(summary["attempts"].size(), 2u) << summary.dump(2);
   EXPECT_EQ(summary["attempts"][1]["world_size"], 2);
 }
 
