@@ -87,7 +87,7 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
       << "  host      : " << host << "\n"
       << "  rank      : " << f.rank << " (local_rank: " << f.local_rank << ")\n"
       << "  exit      : " << DescribeExit(f) << " (pid: " << f.pid << ")\n";
-  if (f.signal == SIGKILL) {
+  if (f.signal == SIGKILL && f.cause.empty()) {
     out << "  hint      : SIGKILL with no traceback is often the kernel's OOM killer "
            "(check dmesg)\n";
   }
@@ -143,6 +143,7 @@ rundir::SummaryRank SummaryOfLocalRank(const RankOutcome& r) {
     rank.end_unix_ms = r.end_unix_ms;
     rank.signal = r.signal;
     rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
+    rank.error = r.cause;
   }
   return rank;
 }
