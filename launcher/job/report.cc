@@ -159,6 +159,7 @@ rundir::SummaryRank SummaryOfRemoteRank(const NodeView& n, const v1::RankExit& r
     if (r.end_unix_ms() > 0) rank.end_unix_ms = r.end_unix_ms();
     rank.signal = r.signal();
     rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
+    rank.error = r.cause();
   }
   return rank;
 }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "launcher/rendezvous/ports.h"
 #include "python_test_util.h"
 
 namespace dlaunch::testing {
@@ -58,6 +59,34 @@ TEST_F(FileTimerTest, OverrunningBlockKillsItsRankAndTheJobFails) {
   EXPECT_EQ(fifo, TimerFile(1));
   EXPECT_FALSE(std::filesystem::exists(fifo)) << fifo;
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(fifo).parent_path()));
+}
+
+TEST_F(FileTimerTest, KillOnAJoiningNodeReachesNodeZerosDiagnosis) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(launcher::PickFreePort("0.0.0.0"));
+  // Two nodes of 2 ranks, each with a run directory of its own as on two machines: node 0 knows
+  // rank 3's end only from what node 1 reports.
+  auto node = [&](int n) {
+    std::vector<std::string> argv =
+        TwoNodeArgv(DLAUNCH_BIN, n, endpoint, (dir_ / ("node" + std::to_string(n))).string());
+    argv.insert(argv.end(), {"--python", kPython, "--grace-period", "3", "--rdzv-timeout", "60",
+                             Script("file_timer.py"), "overrun", "3"});
+    return argv;
+  };
+  const std::vector<std::string> env = {kEnable, "DLAUNCH_JOB_TOKEN=file-timer-test-0123456789"};
+  Launched n0(node(0), env), n1(node(1), env);
+  const int code1 = n1.Wait(seconds(90));
+  ASSERT_EQ(n0.Wait(seconds(90)), 1) << n0.err_text();
+  EXPECT_EQ(code1, 1) << n1.err_text();
+  EXPECT_THAT(n1.err_text(), HasSubstr("dlaunch: rank 3 was killed by its FileTimer: scope 'step' "
+                                       "expired (SIGKILL)"));
+  const auto run0 = dir_ / "node0" / "job";
+  EXPECT_THAT(ReadText(run0 / "diagnosis.txt"),
+              HasSubstr("rank 3 was killed by SIGKILL: FileTimer scope 'step' expired"));
+  std::string error;
+  const nlohmann::json summary = ReadJson(run0 / "summary.json");
+  for (const auto& r : summary["ranks"])
+    if (r.value("rank", -1) == 3) error = r.value("error", "");
+  EXPECT_EQ(error, "FileTimer scope 'step' expired");
 }
 
 TEST_F(FileTimerTest, BlocksThatEndInTimeExitZero) {

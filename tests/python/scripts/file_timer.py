@@ -1,5 +1,6 @@
 # torch's FileTimerClient against the launcher's FileTimer server (TORCHELASTIC_ENABLE_FILE_TIMER=1).
-#   overrun: rank 1's expires(after=1) block sleeps 60 s; the others sleep until torn down.
+#   overrun [RANK]: RANK's (1's) expires(after=1) block sleeps 60 s; the others sleep until torn
+#                   down.
 #   healthy: every rank's blocks end in time; exit 0.
 #   hostile PID: malformed lines and a request for the foreign PID, then a SIGUSR1 timer of its
 #                own: its arrival shows that the server read everything before it; exit 0.
@@ -18,11 +19,11 @@ print("timer file", path, flush=True)
 timer.configure(FileTimerClient(path))
 
 if mode == "overrun":
-    if rank == 1:
+    if rank == int(sys.argv[2] if len(sys.argv) > 2 else 1):
         with timer.expires(after=1, scope="step"):
-            print("rank 1 enters the block", flush=True)
+            print("rank", rank, "enters the block", flush=True)
             time.sleep(60)
-        print("rank 1 was not killed", flush=True)
+        print("rank", rank, "was not killed", flush=True)
         sys.exit(5)
     time.sleep(60)
 elif mode == "healthy":
