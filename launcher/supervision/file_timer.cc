@@ -161,10 +161,11 @@ void AttachTimerKills(const std::vector<TimerKill>& kills, std::vector<RankOutco
 FileTimerServer::FileTimerServer(RankPids ranks, int console_err)
     : ranks_(std::move(ranks)), console_err_(console_err) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/dlaunch-timer-XXXXXX";
+  const std::string parent = tmp && *tmp ? tmp : "/tmp";
+  std::string templ = parent + "/dlaunch-timer-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr) {
-    throw UsageError("TORCHELASTIC_ENABLE_FILE_TIMER=1: cannot make the FileTimer's folder " +
-                     templ + ": " + std::strerror(errno));
+    throw UsageError("TORCHELASTIC_ENABLE_FILE_TIMER=1: cannot make the FileTimer's folder in " +
+                     parent + " (TMPDIR): " + std::strerror(errno));
   }
   dir_ = templ;
   path_ = dir_ + "/timer.fifo";
@@ -309,15 +310,23 @@ void FileTimerServer::Reap() {
     auto it = tracked_.find(e.pid);
     if (it == tracked_.end()) continue;
     const TimerKill kill{it->second.rank, e.pid, e.scope, e.signal};
-    if (!PidfdSignal(it->second.pidfd.get(), e.signal)) continue;  // gone already
+    {
+      // Kept before the signal goes: the supervisor may see the rank's end, and the agent take
+      // the kills, before this thread runs again.
+      std::lock_guard<std::mutex> lock(mu_);
+      kills_.push_back(kill);
+    }
+    if (!PidfdSignal(it->second.pidfd.get(), e.signal)) {  // gone already: not the timer's doing
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!kills_.empty()) kills_.pop_back();  // ours, unless TakeKills took it meanwhile
+      continue;
+    }
     const std::string who = it->second.is_rank
                                 ? "rank " + std::to_string(kill.rank)
                                 : "pid " + std::to_string(e.pid) + " (a child of rank " +
                                       std::to_string(kill.rank) + ")";
     Say("dlaunch: " + who + " was killed by its FileTimer: scope '" + Printable(e.scope) +
         "' expired (" + base::SignalName(e.signal) + ")");
-    std::lock_guard<std::mutex> lock(mu_);
-    kills_.push_back(kill);
   }
   // Expired timers without a signal went too: stop following their pids.
   for (auto it = tracked_.begin(); it != tracked_.end();)

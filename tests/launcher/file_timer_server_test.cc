@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/error.h"
 #include "launcher/supervision/file_timer.h"
 
 namespace dlaunch::launcher {
@@ -140,6 +141,24 @@ TEST(FileTimerServerTest, FifoIsPrivateAndRemovedAtTheEnd) {
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(path).parent_path()));
+}
+
+TEST(FileTimerServerTest, UnusableTmpdirIsAUsageError) {
+  const char* was = std::getenv("TMPDIR");
+  const std::string saved = was ? was : "";
+  ::setenv("TMPDIR", "/nonexistent-dlaunch-tmp", 1);
+  try {
+    FileTimerServer server([] { return std::map<pid_t, int>{}; }, Quiet());
+    ADD_FAILURE() << "made " << server.path();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("in /nonexistent-dlaunch-tmp (TMPDIR)"), std::string::npos)
+        << e.what();
+  }
+  if (was) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
 }
 
 }  // namespace
