@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
 #include "launcher/python/python_launch.h"
+#include "launcher/supervision/file_timer.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -161,6 +163,11 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     return EndBeforeStart(interrupted);
   }
   if (!opened) return kExitRankFailed;
+  // torchrun's FileTimer server for this node's ranks, their FIFO in TORCHELASTIC_TIMER_FILE.
+  std::unique_ptr<FileTimerServer> timer;
+  if (const char* on = std::getenv(kFileTimerEnableVar); on && std::string(on) == "1") {
+    timer = std::make_unique<FileTimerServer>(RunningRanksOf(&supervisor));
+  }
   // --events-file: node 0 tells the job's story; the other nodes' ranks reach it as node events.
   std::unique_ptr<JobEventLog> events;
   if (!plan_.options().events_file.empty() && plan_.hosts_coordinator()) {
@@ -216,6 +223,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       // Counts elastic changes of membership too, which TORCHELASTIC_RESTART_COUNT does not:
       // `train` resumes from its checkpoint on any attempt after the first.
       process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
+      if (timer) SetEnvEntry(&process.env, kFileTimerFileVar, timer->path());
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
@@ -232,6 +240,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     started.start_unix_ms = base::UnixMillis();
     summary.attempts.push_back(started);
     AttemptResult result = supervisor.Run(specs);
+    if (timer) AttachTimerKills(timer->TakeKills(), &result.ranks);
     // A rank killed between writing a file and renaming it into place left the temporary file:
     // its error.json is kept (before Judge reads it), the rest removed.
     for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
@@ -336,7 +345,8 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
       report.error = "preflight verdict FAIL";
       report.verdict = true;
     } else {
-      const std::string extra = role_->RankError(f.rank);
+      std::string extra = role_->RankError(f.rank);
+      if (!f.cause.empty()) extra = extra.empty() ? f.cause : f.cause + "; " + extra;
       // Which node, beside the host: several nodes of one job may share a host name.
       const std::string where =
           plan_.multi_node()

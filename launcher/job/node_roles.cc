@@ -601,6 +601,7 @@ class JoiningNode : public NodeRole {
       x->set_signal(r.signal);
       x->set_torn_down(r.torn_down);
       x->set_end_unix_ms(r.end_unix_ms);
+      x->set_cause(r.cause);
     }
     return status;
   }

@@ -112,7 +112,7 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
   if (const std::string own = OwnErrorBeforeTeardown(f, rank_dir); !own.empty()) {
     out << "  error     : " << own << " (its own, before the teardown)\n";
   }
-  if (f.signal == SIGKILL) {
+  if (f.signal == SIGKILL && f.cause.empty()) {
     out << "  hint      : SIGKILL with no traceback is often the kernel's OOM killer "
            "(check dmesg)\n";
   }
@@ -168,6 +168,7 @@ rundir::SummaryRank SummaryOfLocalRank(const RankOutcome& r) {
     rank.end_unix_ms = r.end_unix_ms;
     rank.signal = r.signal;
     rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
+    rank.error = r.cause;
   }
   return rank;
 }
@@ -183,6 +184,7 @@ rundir::SummaryRank SummaryOfRemoteRank(const NodeView& n, const v1::RankExit& r
     if (r.end_unix_ms() > 0) rank.end_unix_ms = r.end_unix_ms();
     rank.signal = r.signal();
     rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
+    rank.error = r.cause();
   }
   return rank;
 }

@@ -37,6 +37,7 @@ struct RankOutcome {
   int exit_code = -1;      // when it exited normally
   int signal = 0;          // when a signal ended it
   bool torn_down = false;  // ended by the launcher's teardown, not by itself
+  std::string cause;       // why it failed, when the launcher knows: "FileTimer scope 'x' expired"
 
   bool ok() const { return exited && signal == 0 && exit_code == 0; }
 };
