@@ -45,7 +45,7 @@ struct TorchReadLimits {
 // For the launcher's own diagnoses (after a failed attempt, a live hang, a dump): its exit waits
 // for them.
 inline constexpr TorchReadLimits kLauncherTorchRead{256u << 20, 128u << 20,
-                                                    std::chrono::milliseconds(2000)};
+                                                    std::chrono::milliseconds(3000)};
 // Dumps decoded at the same time, each within PickleLimits::max_memory_bytes.
 inline constexpr int kTorchReadThreads = 2;
 

@@ -171,7 +171,7 @@ TEST(EvidenceBombsTest, ManyFilesStopAtTheTotalBudget) {
 }
 
 // Seven bombs planted by a rank in its own folder before it fails: the launcher's exit is delayed
-// by a few seconds at most (the launcher reads dumps for 2 s a pass), its diagnosis.json stays
+// by a few seconds at most (the launcher reads dumps for 3 s a pass), its diagnosis.json stays
 // small and names every bomb it did not read.
 TEST(EvidenceBombsTest, BombsInALiveRankFolderBarelyDelayTheLaunchersExit) {
   const std::vector<std::string> kinds = {"small_objects", "memo_dicts",    "laughs",
