@@ -62,15 +62,18 @@ BOMB_ROWS = "\n".join("| %s | %s | %d | %d | %d | %d |" % (
 BOMBS = """The evidence bombs (tests/chaos/evidence_bomb_test.cc, scripts in tests/chaos/scripts/
 evidence_bombs.py) are hostile PyTorch flight-recorder dumps in rank folders: a 60 MiB dump of
 tiny ints, 60 MiB of memo references to one 20-field entry, 40 doublings by memo reference (2^40
-values from 364 bytes), one 60 MiB string, 1 MiB string referenced 2 million times, 60 MiB of
-MARKs, of DUPs and of MEMOIZEs, and a 6 MiB dump that decodes but holds 200 tensors of 100 dims,
-1 KB names, 100 frames an entry and 20000 process groups; then 32 files of 9 MiB over 8 ranks,
+values from 364 bytes), one 60 MiB string, a 1 MiB string referenced 2 million times, 60 MiB
+of MARKs, of DUPs and of MEMOIZEs, and a 5.8 MiB dump that decodes but holds 200 tensors of 100
+dims, 1 KB names and 100 frames an entry and 20000 process groups; 32 files of 9 MiB over 8 ranks,
 and 7 bombs planted by a rank in its own folder before it fails. Each runs under a real
 `dlaunch diagnose --json` (the last under a real launcher). Right means: a report (exit 0; the
 launcher's 1), each bomb read within bounds or named in `skipped_evidence` with its reason, no
 `bad_alloc`, peak memory (the process's ru_maxrss, launcher and rank together for the last) under
 400 MiB (600 for the 32 files), JSON under 1 MiB. Run ms is `dlaunch diagnose`'s wall time; for
-the live row, how much later the launcher exited than the same job without bombs.
+the live row, how much later the launcher exited than the same job writing its bombs outside the
+run directory. Before these bounds (commit b858705, the same bombs under `dlaunch diagnose
+--json`), small_objects took 2269 MiB and 34 s, memo_flood 2771 MiB and 14 s, memo_dicts 986 MiB,
+huge_string wrote 126 MB of JSON and wide_entries 84 MB.
 
 | bomb | right | file MiB | peak MiB | run ms | JSON bytes |
 |---|---|---|---|---|---|
