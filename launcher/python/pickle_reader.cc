@@ -81,10 +81,10 @@ constexpr size_t kCheckEvery = 4096;  // opcodes or values between looks at the 
 
 size_t StringHeapBytes(size_t size) { return kJsonHeapBytes + (size > 15 ? size + 1 : 0); }
 
-// Valid UTF-8 as is; any other byte as U+FFFD.
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
+// Valid UTF-8 as is; any other byte as U+FFFD (three bytes): appended to `out`, or with `out`
+// null only counted. Returns the size.
+size_t SanitizeUtf8(std::string_view s, std::string* out) {
+  size_t size = 0;
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -93,14 +93,16 @@ std::string SanitizeUtf8(std::string_view s) {
     for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
     if (ok && n == 2 && c < 0xc2) ok = false;  // overlong
     if (ok) {
-      out.append(s.substr(i, n));
+      if (out) out->append(s.substr(i, n));
+      size += n;
       i += n;
     } else {
-      out += "\xef\xbf\xbd";
+      if (out) *out += "\xef\xbf\xbd";
+      size += 3;
       ++i;
     }
   }
-  return out;
+  return size;
 }
 
 class Reader {
@@ -220,12 +222,14 @@ class Reader {
   }
   bool Text(size_t n) {
     if (!Need(n)) return false;
-    // Refused before it is copied; invalid UTF-8 may triple it, counted once it is known.
-    if (!Charge(StringHeapBytes(n))) return false;
+    // Counted (invalid UTF-8 triples) and refused before it is copied.
     std::string_view raw = in_.substr(pos_, n);
     pos_ += n;
-    std::string text = SanitizeUtf8(raw);
-    if (text.capacity() > n && !Charge(text.capacity() - n)) return false;
+    const size_t size = SanitizeUtf8(raw, nullptr);
+    if (!Charge(StringHeapBytes(size))) return false;
+    std::string text;
+    text.reserve(size);
+    SanitizeUtf8(raw, &text);
     return Push(Node::kScalar, std::move(text));
   }
   bool Long(size_t n) {

@@ -197,6 +197,7 @@ TEST(PickleReaderTest, StopsAtItsMemoryLimitAndTime) {
       {"marks", "\x80\x02" + std::string(n, '(')},
       {"dups", "\x80\x02N" + std::string(n, '2')},
       {"memo flood", "\x80\x04N" + std::string(n, '\x94')},
+      {"invalid UTF-8", B("\x80\x02X\x00\x00\x80\x00") + std::string(n, '\xff') + "."},
       {"strings", "\x80\x02](" +
                       [] {
                         std::string s;
