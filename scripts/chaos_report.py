@@ -8,6 +8,8 @@ import time
 
 results, out, machine = sys.argv[1], sys.argv[2], sys.argv[3]
 trials = [json.loads(line) for line in open(results) if line.strip()]
+bombs = [t for t in trials if t.get("bomb")]  # their own table, below
+trials = [t for t in trials if not t.get("bomb")]
 faults = []
 for t in trials:
     if t["fault"] not in faults:
@@ -53,6 +55,30 @@ file written but the agent's own (node 1's ranks only, at most 64 a rank folder)
 agent's verdict still ending the job. tests/multinode's `ARankCannotSpeakForANodeOrPushFiles`
 runs the same forgeries from the ranks of a real two-launcher job, which exits 0."""
 
+BOMB_ROWS = "\n".join("| %s | %s | %d | %d | %d | %d |" % (
+    t["fault"].replace("evidence bomb: ", "").replace("evidence bombs: ", ""),
+    "right" if t["right"] else "WRONG", t["file_mib"], t["peak_mib"], t["ms"], t["json_bytes"])
+    for t in bombs)
+BOMBS = """The evidence bombs (tests/chaos/evidence_bomb_test.cc, scripts in tests/chaos/scripts/
+evidence_bombs.py) are hostile PyTorch flight-recorder dumps in rank folders: a 60 MiB dump of
+tiny ints, 60 MiB of memo references to one 20-field entry, 40 doublings by memo reference (2^40
+values from 364 bytes), one 60 MiB string, a 1 MiB string referenced 2 million times, 60 MiB
+of MARKs, of DUPs and of MEMOIZEs, and a 5.8 MiB dump that decodes but holds 200 tensors of 100
+dims, 1 KB names and 100 frames an entry and 20000 process groups; 32 files of 9 MiB over 8 ranks,
+and 7 bombs planted by a rank in its own folder before it fails. Each runs under a real
+`dlaunch diagnose --json` (the last under a real launcher). Right means: a report (exit 0; the
+launcher's 1), each bomb read within bounds or named in `skipped_evidence` with its reason, no
+`bad_alloc`, peak memory (the process's ru_maxrss, launcher and rank together for the last) under
+400 MiB (600 for the 32 files), JSON under 1 MiB. Run ms is `dlaunch diagnose`'s wall time; for
+the live row, how much later the launcher exited than the same job writing its bombs outside the
+run directory. Before these bounds (commit b858705, the same bombs under `dlaunch diagnose
+--json`), small_objects took 2269 MiB and 34 s, memo_flood 2771 MiB and 14 s, memo_dicts 986 MiB,
+huge_string wrote 126 MB of JSON and wide_entries 84 MB.
+
+| bomb | right | file MiB | peak MiB | run ms | JSON bytes |
+|---|---|---|---|---|---|
+%s""" % BOMB_ROWS
+
 try:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
@@ -87,6 +113,8 @@ SIGCONT with its SIGTERM, so it cannot hold the teardown for the grace period.
 
 %s
 
+%s
+
 Regenerate with `make chaos` (it runs under `flock /tmp/dlaunch-bench.lock`).
 """ % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows),
-       CONTROL_PLANE))
+       CONTROL_PLANE, BOMBS))

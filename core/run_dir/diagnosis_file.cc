@@ -1,5 +1,7 @@
 #include "core/run_dir/diagnosis_file.h"
 
+#include <algorithm>
+
 #include "core/base/files.h"
 #include "core/run_dir/json_fields.h"
 #include "core/run_dir/schema.h"
@@ -42,6 +44,21 @@ RankState ParseRankState(std::string_view name) {
   return detail::ParseName(name, kStateNames, RankState::kUnknown);
 }
 
+void SkippedList::Add(SkippedEvidence skipped) {
+  ++count;
+  if (files.size() < kMaxSkippedEvidence) files.push_back(std::move(skipped));
+}
+
+std::string SkippedList::Line() const {
+  if (count == 0) return "";
+  std::string line = std::to_string(count) + (count == 1 ? " file (" : " files (");
+  for (size_t i = 0; i < files.size() && i < 3; ++i) {
+    line += (i ? "; " : "") + files[i].file + ": " + files[i].reason;
+  }
+  if (count > 3) line += "; and " + std::to_string(count - 3) + " more";
+  return line + ")";
+}
+
 std::string RankDiagnosis::StateText() const {
   std::string text = RankStateName(state);
   if (stopped && state != RankState::kStopped) text += ",stopped";
@@ -69,6 +86,10 @@ json DiagnosisToJson(const Diagnosis& d) {
     PutMemoryFigures(r, &rank);
     ranks.push_back(std::move(rank));
   }
+  json skipped = json::array();
+  for (const SkippedEvidence& s : d.skipped_evidence.files) {
+    skipped.push_back({{"file", s.file}, {"reason", s.reason}});
+  }
   return {{"schema", SchemaId(kDiagnosisSchema)},
           {"kind", DiagnosisKindName(d.kind)},
           {"hang_kind", HangKindName(d.hang_kind)},
@@ -88,6 +109,8 @@ json DiagnosisToJson(const Diagnosis& d) {
           {"problems", d.problems},
           {"nccl_verdicts", d.nccl_verdicts},
           {"torch_flight", d.torch_flight},
+          {"skipped_evidence", std::move(skipped)},
+          {"skipped_evidence_count", d.skipped_evidence.count},
           {"stragglers", StragglersToJson(d.stragglers)},
           {"incomplete", !d.problems.empty() || d.kind == DiagnosisKind::kIncomplete},
           {"run_dir", d.run_dir},
@@ -115,6 +138,14 @@ Diagnosis DiagnosisFromJson(const json& j) {
   if (j.contains("torch_flight") && j["torch_flight"].is_object()) {
     d.torch_flight = j["torch_flight"];
   }
+  if (auto skipped = j.find("skipped_evidence"); skipped != j.end() && skipped->is_array()) {
+    for (const json& s : *skipped) {
+      if (!s.is_object() || d.skipped_evidence.files.size() >= kMaxSkippedEvidence) continue;
+      d.skipped_evidence.files.push_back({GetString(s, "file"), GetString(s, "reason")});
+    }
+  }
+  d.skipped_evidence.count =
+      std::max<int64_t>(GetInt(j, "skipped_evidence_count", 0), d.skipped_evidence.files.size());
   if (j.contains("nccl_verdicts") && j["nccl_verdicts"].is_array()) {
     d.nccl_verdicts = j["nccl_verdicts"];
   }

@@ -82,6 +82,23 @@ struct RankDiagnosis : MemoryFigures {
   std::string StateText() const;  // "waiting", "never_entered,stopped"
 };
 
+// Evidence the diagnosis found but did not read, or left out of diagnosis.json, and why: a torch
+// flight-recorder dump past the reading limits, one that could not be decoded. At most
+// kMaxSkippedEvidence are named; `count` counts them all.
+struct SkippedEvidence {
+  std::string file;  // as in problem lines: "rank3/torch_trace_3"
+  std::string reason;
+};
+inline constexpr size_t kMaxSkippedEvidence = 256;
+struct SkippedList {
+  std::vector<SkippedEvidence> files;
+  int64_t count = 0;
+  void Add(SkippedEvidence skipped);
+  // "7 files (rank0/torch_trace_0: why; rank0/torch_trace_1: why; ... and 4 more)", the first
+  // three named; "" when none.
+  std::string Line() const;
+};
+
 struct Diagnosis {
   DiagnosisKind kind = DiagnosisKind::kIncomplete;
   HangKind hang_kind = HangKind::kNone;
@@ -104,6 +121,7 @@ struct Diagnosis {
   // PyTorch's own flight-recorder dumps and what comparing them across ranks found (an object:
   // {"dumps": [...], "findings": [...]}), empty when no rank left one.
   nlohmann::json torch_flight = nlohmann::json::object();
+  SkippedList skipped_evidence;
   // The straggler verdicts of the run (summary.json's "stragglers"), active and ended.
   std::vector<StragglerVerdict> stragglers;
   std::string run_dir;

@@ -48,7 +48,7 @@ Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
 Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
   RunSnapshot run;
   try {
-    run = LoadRunDir(run_dir, world_size_hint);
+    run = LoadRunDir(run_dir, world_size_hint, python::kLauncherTorchRead);
   } catch (const Error& e) {
     Diagnosis d;
     d.run_dir = run_dir;

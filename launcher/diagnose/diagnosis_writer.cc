@@ -37,6 +37,10 @@ std::string FormatDiagnosis(const Diagnosis& d) {
     out << "  NCCL warnings of rank " << r.rank << ":\n";
     for (const std::string& w : r.nccl_warnings) out << "    " << w << "\n";
   }
+  if (d.skipped_evidence.count > 0) {
+    out << "  not read or left out: " << d.skipped_evidence.Line()
+        << " (diagnosis.json's skipped_evidence)\n";
+  }
   if (!d.problems.empty()) {
     out << "  missing or unreadable:\n";
     for (const std::string& p : d.problems) out << "    " << p << "\n";

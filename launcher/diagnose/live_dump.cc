@@ -268,7 +268,7 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   }
   RunSnapshot snapshot;
   try {
-    snapshot = LoadRunDir(run_dir, static_cast<int>(ranks.size()));
+    snapshot = LoadRunDir(run_dir, static_cast<int>(ranks.size()), python::kLauncherTorchRead);
   } catch (const Error& e) {
     m.problems.push_back(e.what());
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/base/files.h"
+#include "core/base/format.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -17,6 +18,9 @@ constexpr char kGlooSizeEnforce[] = "op.preamble.length <= op.nbytes. ";
 
 constexpr size_t kTorchEntriesInJson = 32;  // per rank, the newest: diagnosis.json stays small
 constexpr size_t kTorchEntriesInText = 3;   // per rank, the oldest not completed
+constexpr size_t kTorchTensorsInText = 8;   // of an entry's inputs
+constexpr size_t kTorchGroupsInText = 8;    // process groups in a dump's line
+constexpr size_t kTorchFindings = 16;       // of the comparison across ranks
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
@@ -63,6 +67,10 @@ std::string DlaunchDtype(const std::string& dtype) {
 std::string DescribeInputs(const python::TorchFlightEntry& e) {
   std::string out;
   for (size_t i = 0; i < e.input_sizes.size(); ++i) {
+    if (i == kTorchTensorsInText) {
+      out += ",... (" + std::to_string(e.input_sizes.size()) + " tensors)";
+      break;
+    }
     if (i) out += ",";
     out += i < e.input_dtypes.size() ? e.input_dtypes[i] : "";
     out += "[";
@@ -186,13 +194,13 @@ void AddPythonEvidence(const RankRecord& record, RankFacts& facts) {
                         " (op.preamble.length <= op.nbytes), so the sender's size is wrong");
 }
 
-void ReadTorchFlight(const rundir::RankDir& dir, RankRecord* record,
-                     std::vector<std::string>* problems) {
+void ReadTorchFlight(const rundir::RankDir& dir, python::TorchReadBudget* budget,
+                     RankRecord* record, std::vector<rundir::SkippedEvidence>* skipped) {
   for (const std::string& path : python::FindTorchFlightDumps(dir.path())) {
     std::string error;
-    std::optional<python::TorchFlightDump> dump = python::ReadTorchFlightDump(path, &error);
+    std::optional<python::TorchFlightDump> dump = python::ReadTorchFlightDump(path, &error, budget);
     if (!dump) {
-      problems->push_back(rundir::RankFileLabel(record->rank, path) + ": " + error);
+      skipped->push_back({rundir::RankFileLabel(record->rank, path), error});
       continue;
     }
     if (dump->rank < 0) dump->rank = record->rank;
@@ -276,6 +284,7 @@ void CompareTorchDumps(const RunSnapshot& run, nlohmann::json* findings,
     }
   }
   for (const auto& [pg, seqs] : by_pg) {
+    if (findings->size() >= kTorchFindings) break;
     bool mismatch_found = false;
     for (const auto& [seq, entries] : seqs) {
       std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::vector<int64_t>>>,
@@ -359,8 +368,10 @@ void CompareTorchDumps(const RunSnapshot& run, nlohmann::json* findings,
 }  // namespace
 
 void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
+  diagnosis->skipped_evidence = run.skipped_evidence;
   nlohmann::json dumps = nlohmann::json::array();
   std::vector<std::string> lines;
+  size_t written = 0;
   for (const RankRecord& r : run.ranks) {
     for (const python::TorchFlightDump& d : r.torch_flight) {
       nlohmann::json j = python::TorchFlightToJson(d);
@@ -369,10 +380,24 @@ void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
         entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(
                                                              entries.size() - kTorchEntriesInJson));
       }
+      // What it adds to diagnosis.json; a dump past the bounds is left out, and said so.
+      const size_t size = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+      const std::string label = rundir::RankFileLabel(r.rank, d.file);
+      if (size > kMaxTorchDumpJsonBytes || written + size > kMaxTorchFlightJsonBytes) {
+        diagnosis->skipped_evidence.Add(
+            {label,
+             "read, but left out of diagnosis.json: " +
+                 base::FormatBytes(static_cast<int64_t>(size)) + " of JSON, past " +
+                 (size > kMaxTorchDumpJsonBytes
+                      ? "the " + base::FormatBytes(kMaxTorchDumpJsonBytes) + " of one dump"
+                      : "the " + base::FormatBytes(kMaxTorchFlightJsonBytes) + " of all dumps")});
+        continue;
+      }
+      written += size;
       dumps.push_back(std::move(j));
-      std::string line = "rank " + std::to_string(r.rank) + ": PyTorch flight recorder (" +
-                         rundir::RankFileLabel(r.rank, d.file) + ", version " + d.version + ", " +
-                         std::to_string(d.entries.size()) + " entries)";
+      std::string line = "rank " + std::to_string(r.rank) + ": PyTorch flight recorder (" + label +
+                         ", version " + d.version + ", " + std::to_string(d.entries.size()) +
+                         " entries)";
       std::map<std::string, const python::TorchFlightEntry*> last_done;  // per process group
       std::vector<const python::TorchFlightEntry*> open;
       for (const python::TorchFlightEntry& e : d.entries) {
@@ -383,7 +408,12 @@ void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
         }
       }
       const char* sep = ": last completed ";
+      size_t shown = 0;
       for (const auto& [pg, e] : last_done) {
+        if (shown++ == kTorchGroupsInText) {
+          line += ", ... (" + std::to_string(last_done.size()) + " groups)";
+          break;
+        }
         line += sep + GroupLabel(*e) + " #" + std::to_string(e->collective_seq_id);
         sep = ", ";
       }

@@ -32,10 +32,10 @@ std::optional<PeerSizeAbort> FindGlooSizeAbort(const std::vector<std::string>& l
 void AddPythonEvidence(const RankRecord& record, RankFacts& facts);
 
 // PyTorch's own flight-recorder dumps in the rank folder (rank<R>/torch_trace_<R>, see
-// launcher/python/torch_flight.h) into record->torch_flight; an unreadable one becomes a problem
-// line. Never throws.
-void ReadTorchFlight(const rundir::RankDir& dir, RankRecord* record,
-                     std::vector<std::string>* problems);
+// launcher/python/torch_flight.h) into record->torch_flight, within `budget`; one that is not
+// read (unreadable, past the budget) is named in `skipped` with why. Never throws.
+void ReadTorchFlight(const rundir::RankDir& dir, python::TorchReadBudget* budget,
+                     RankRecord* record, std::vector<rundir::SkippedEvidence>* skipped);
 
 // When no rank has a flight recorder of dlaunch's (the agent was off, or the ranks are not
 // Python), the ranks' torch dumps stand in for it: the default process group's collectives, seq
@@ -44,7 +44,11 @@ void UseTorchFlightWithoutOther(RunSnapshot* run);
 
 // torch's dumps in the diagnosis: each rank's last entries and what comparing them across ranks
 // finds (a collective not every rank joined, a size, dtype or op mismatch), as detail lines and as
-// diagnosis.json's "torch_flight". Nothing when no rank left a dump.
+// diagnosis.json's "torch_flight", bounded (kMaxTorchDumpJsonBytes a dump, kMaxTorchFlightJsonBytes
+// in all: a dump past them is left out, and named in skipped_evidence); and the run's skipped
+// dumps as diagnosis->skipped_evidence.
+inline constexpr size_t kMaxTorchDumpJsonBytes = 256 << 10;
+inline constexpr size_t kMaxTorchFlightJsonBytes = 16 << 20;
 void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis);
 
 }  // namespace dlaunch::launcher

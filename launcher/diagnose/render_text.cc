@@ -87,6 +87,7 @@ class Renderer {
     d_.run_dir = ctx_.run->run_dir;
     d_.trigger = ctx_.trigger;
     d_.problems = ctx_.run->problems;
+    d_.skipped_evidence = ctx_.run->skipped_evidence;
     d_.created_unix_ms = ctx_.now_unix_ms;
     d_.kind = v_.kind;
     d_.hang_kind = v_.hang_kind;

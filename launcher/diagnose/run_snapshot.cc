@@ -33,22 +33,26 @@ void DropAgentFrames(std::vector<std::string>* lines) {
 
 namespace {
 
-// torch's dumps of the ranks in `which` (indexes into run->ranks), on a few threads; problems
-// joined in rank order.
+// torch's dumps of the ranks in `which` (indexes into run->ranks), on a few threads, within
+// run->torch_budget; the files skipped joined in rank order.
 void ReadTorchFlightOf(const std::vector<size_t>& which, RunSnapshot* run) {
-  std::vector<std::vector<std::string>> problems(which.size());
-  base::ParallelFor(which.size(), base::ReadThreads(), [&](size_t i) {
-    RankRecord& record = run->ranks[which[i]];
-    ReadTorchFlight(rundir::RunDir(run->run_dir).rank(record.rank), &record, &problems[i]);
-  });
-  for (std::vector<std::string>& lines : problems) {
-    for (std::string& line : lines) run->problems.push_back(std::move(line));
+  if (!run->torch_budget) run->torch_budget = std::make_shared<python::TorchReadBudget>();
+  std::vector<std::vector<rundir::SkippedEvidence>> skipped(which.size());
+  base::ParallelFor(which.size(), std::min(base::ReadThreads(), python::kTorchReadThreads),
+                    [&](size_t i) {
+                      RankRecord& record = run->ranks[which[i]];
+                      ReadTorchFlight(rundir::RunDir(run->run_dir).rank(record.rank),
+                                      run->torch_budget.get(), &record, &skipped[i]);
+                    });
+  for (std::vector<rundir::SkippedEvidence>& files : skipped) {
+    for (rundir::SkippedEvidence& s : files) run->skipped_evidence.Add(std::move(s));
   }
 }
 
 }  // namespace
 
-RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
+RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint,
+                       const python::TorchReadLimits& torch) {
   rundir::RunFiles files = rundir::ReadRunDir(run_dir, world_size_hint);
   RunSnapshot run;
   run.run_dir = std::move(files.run_dir);
@@ -79,6 +83,7 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint) {
       torch_ranks.push_back(r);
     }
   }
+  run.torch_budget = std::make_shared<python::TorchReadBudget>(torch);
   ReadTorchFlightOf(torch_ranks, &run);
   if (!every_rank) {
     base::ParallelFor(run.ranks.size(), base::ReadThreads(), [&](size_t r) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ struct RunSnapshot {
   // how many, and per rank (index == rank, 1 = skipped).
   int torch_dumps_skipped = 0;
   std::vector<char> torch_skipped_ranks;
+  // The dumps that could not be read (past the limits of `torch_budget`, undecodable), by name.
+  rundir::SkippedList skipped_evidence;
+  // What is left of the limits of reading torch dumps, for LoadRunDir and ReadCulpritTorchFlight
+  // together.
+  std::shared_ptr<python::TorchReadBudget> torch_budget;
 };
 
 // Up to this world size every rank's torch flight-recorder dumps are read; past it only those of
@@ -62,7 +68,9 @@ inline constexpr size_t kCulpritTorchDumps = 16;  // at most, read after the ana
 // `world_size_hint` (0 = derive from summary.json, flight.json and the rank folders) names ranks
 // whose folders are missing.
 // Reads the rank folders on base::ReadThreads() threads; problems are in rank order all the same.
-RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint = 0);
+// torch's dumps are read within `torch` (the launcher passes python::kLauncherTorchRead).
+RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint = 0,
+                       const python::TorchReadLimits& torch = {});
 
 // Reads the torch dumps LoadRunDir skipped of `diagnosis`'s culprits (at most kCulpritTorchDumps),
 // so that AttachTorchFlight shows them. Blocks for ~0.2 s per dump. Never throws.

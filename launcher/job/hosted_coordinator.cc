@@ -217,7 +217,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
   try {
-    run = LoadRunDir(run_dir_, world_size_);
+    run = LoadRunDir(run_dir_, world_size_, python::kLauncherTorchRead);
   } catch (const Error&) {
     return fallback;
   }

@@ -1,11 +1,15 @@
 #include "launcher/python/pickle_reader.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "core/base/format.h"
 
 namespace dlaunch::launcher::python {
 namespace {
@@ -67,10 +71,20 @@ struct Node {
   std::vector<size_t> items;  // list, tuple; dict: key, value, key, value...
 };
 
-// Valid UTF-8 as is; any other byte as U+FFFD.
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
+// What the reader counts for each thing it allocates (x86-64 libstdc++, malloc's rounding
+// included): a memo entry (hash node and bucket), a JSON string or container (the heap object
+// behind the value), an object member (the map node: key, value, links).
+constexpr size_t kMemoEntryBytes = 40;
+constexpr size_t kJsonHeapBytes = 48;
+constexpr size_t kJsonMemberBytes = 96;
+constexpr size_t kCheckEvery = 4096;  // opcodes or values between looks at the clock
+
+size_t StringHeapBytes(size_t size) { return kJsonHeapBytes + (size > 15 ? size + 1 : 0); }
+
+// Valid UTF-8 as is; any other byte as U+FFFD (three bytes): appended to `out`, or with `out`
+// null only counted. Returns the size.
+size_t SanitizeUtf8(std::string_view s, std::string* out) {
+  size_t size = 0;
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -79,14 +93,16 @@ std::string SanitizeUtf8(std::string_view s) {
     for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
     if (ok && n == 2 && c < 0xc2) ok = false;  // overlong
     if (ok) {
-      out.append(s.substr(i, n));
+      if (out) out->append(s.substr(i, n));
+      size += n;
       i += n;
     } else {
-      out += "\xef\xbf\xbd";
+      if (out) *out += "\xef\xbf\xbd";
+      size += 3;
       ++i;
     }
   }
-  return out;
+  return size;
 }
 
 class Reader {
@@ -108,7 +124,50 @@ class Reader {
     return out;
   }
 
+  void Report(PickleUsage* usage) const {
+    usage->peak_memory_bytes = peak_;
+    usage->opcodes = opcodes_;
+    usage->out_of_time = out_of_time_;
+    usage->out_of_memory = out_of_memory_;
+  }
+
  private:
+  // What is allocated now: the counted objects and strings, and the stack, marks and memo as
+  // they stand (a vector's growth briefly holds its old buffer too, hence the half more).
+  size_t InUse() const {
+    return counted_ + (stack_.capacity() + marks_.capacity()) * sizeof(size_t) * 3 / 2 +
+           memo_.size() * kMemoEntryBytes + memo_.bucket_count() * sizeof(void*);
+  }
+  bool Charge(size_t bytes) {
+    counted_ += bytes;
+    const size_t used = InUse();
+    if (used <= limits_.max_memory_bytes) {
+      peak_ = std::max(peak_, used);
+      return true;
+    }
+    // Refused before it was allocated (the few things counted after are small).
+    out_of_memory_ = true;
+    return Fail("needs more than " +
+                base::FormatBytes(static_cast<int64_t>(limits_.max_memory_bytes)) +
+                " to read (at offset " + std::to_string(at_) + ")");
+  }
+  // Room for one more on `v` (the stack or the marks), grown only within the limit: no opcode
+  // pushes more than one.
+  bool Room(std::vector<size_t>* v) {
+    if (v->size() < v->capacity()) return true;
+    const size_t more = std::max<size_t>(v->capacity(), 16);
+    if (!Charge(more * sizeof(size_t) * 3 / 2)) return false;
+    counted_ -= more * sizeof(size_t) * 3 / 2;  // counted from now on as the capacity
+    v->reserve(v->capacity() + more);
+    return true;
+  }
+  bool InTime(size_t count) {
+    if (count % kCheckEvery != 0 || std::chrono::steady_clock::now() < limits_.deadline) {
+      return true;
+    }
+    out_of_time_ = true;
+    return Fail("stopped at the time limit (at offset " + std::to_string(at_) + ")");
+  }
   bool Fail(const std::string& what) {
     error_ = what;
     return false;
@@ -125,11 +184,24 @@ class Reader {
     return v;
   }
   size_t NewNode(Node::Kind kind, json scalar = nullptr) {
+    counted_ += sizeof(Node);
     nodes_.push_back(Node{kind, std::move(scalar), {}});
     return nodes_.size() - 1;
   }
   bool Push(Node::Kind kind, json scalar = nullptr) {
     stack_.push_back(NewNode(kind, std::move(scalar)));
+    return true;
+  }
+  // A container's items, counted before they grow.
+  bool AddItems(Node& t, std::vector<size_t>::const_iterator begin,
+                std::vector<size_t>::const_iterator end) {
+    const size_t size = t.items.size() + static_cast<size_t>(end - begin);
+    if (size > t.items.capacity()) {
+      const size_t capacity = std::max(size, t.items.capacity() * 2);
+      if (!Charge((capacity - t.items.capacity()) * sizeof(size_t))) return false;
+      t.items.reserve(capacity);
+    }
+    t.items.insert(t.items.end(), begin, end);
     return true;
   }
   bool Pop(size_t* out) {
@@ -150,9 +222,15 @@ class Reader {
   }
   bool Text(size_t n) {
     if (!Need(n)) return false;
+    // Counted (invalid UTF-8 triples) and refused before it is copied.
     std::string_view raw = in_.substr(pos_, n);
     pos_ += n;
-    return Push(Node::kScalar, SanitizeUtf8(raw));
+    const size_t size = SanitizeUtf8(raw, nullptr);
+    if (!Charge(StringHeapBytes(size))) return false;
+    std::string text;
+    text.reserve(size);
+    SanitizeUtf8(raw, &text);
+    return Push(Node::kScalar, std::move(text));
   }
   bool Long(size_t n) {
     if (n > 8)
@@ -172,8 +250,7 @@ class Reader {
     if (want == Node::kDict && items.size() % 2 != 0) {
       return Fail("odd SETITEMS at offset " + std::to_string(at_));
     }
-    t.items.insert(t.items.end(), items.begin(), items.end());
-    return true;
+    return AddItems(t, items.begin(), items.end());
   }
   bool Put(uint64_t index) {
     if (stack_.empty()) return Fail("memo of nothing at offset " + std::to_string(at_));
@@ -285,8 +362,7 @@ class Reader {
                                               : Node::kDict;
         if (kind == Node::kDict && items.size() % 2 != 0) return Fail("odd DICT");
         stack_.push_back(NewNode(kind));
-        nodes_.back().items = std::move(items);
-        return true;
+        return AddItems(nodes_.back(), items.begin(), items.end());
       }
       case kTuple1:
       case kTuple2:
@@ -297,8 +373,7 @@ class Reader {
         items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
         stack_.resize(stack_.size() - n);
         stack_.push_back(NewNode(Node::kTuple));
-        nodes_.back().items = std::move(items);
-        return true;
+        return AddItems(nodes_.back(), items.begin(), items.end());
       }
       case kPop:
         if (stack_.size() > Floor()) {
@@ -346,7 +421,10 @@ class Reader {
       }
       at_ = pos_;
       const auto op = static_cast<uint8_t>(in_[pos_++]);
-      if (!Step(op, &stop)) return std::nullopt;
+      if (!Room(&stack_) || !Room(&marks_) || !Step(op, &stop) || !Charge(0) ||
+          !InTime(++opcodes_)) {
+        return std::nullopt;
+      }
     }
     if (stack_.size() != 1 || !marks_.empty()) {
       Fail("STOP with " + std::to_string(stack_.size()) + " objects on the stack");
@@ -361,18 +439,26 @@ class Reader {
     if (++*values > limits_.max_values) {
       return Fail("more than " + std::to_string(limits_.max_values) + " values");
     }
+    if (!InTime(*values)) return false;
     const Node& n = nodes_[index];
     switch (n.kind) {
       case Node::kScalar:
         if (n.scalar.is_string()) {
-          *string_bytes += n.scalar.get_ref<const std::string&>().size();
-          if (*string_bytes > limits_.max_string_bytes) return Fail("strings too large");
+          const size_t size = n.scalar.get_ref<const std::string&>().size();
+          *string_bytes += size;
+          if (*string_bytes > limits_.max_string_bytes) {
+            return Fail("strings of more than " +
+                        base::FormatBytes(static_cast<int64_t>(limits_.max_string_bytes)));
+          }
+          if (!Charge(StringHeapBytes(size))) return false;
         }
         *out = n.scalar;
         return true;
       case Node::kList:
       case Node::kTuple:
+        if (!Charge(kJsonHeapBytes + n.items.size() * sizeof(json))) return false;
         *out = json::array();
+        out->get_ref<json::array_t&>().reserve(n.items.size());
         for (size_t item : n.items) {
           json v;
           if (!ToJson(item, depth + 1, values, string_bytes, &v)) return false;
@@ -380,6 +466,7 @@ class Reader {
         }
         return true;
       case Node::kDict:
+        if (!Charge(kJsonHeapBytes)) return false;
         *out = json::object();
         for (size_t i = 0; i + 1 < n.items.size(); i += 2) {
           const Node& key = nodes_[n.items[i]];
@@ -391,6 +478,7 @@ class Reader {
           } else {
             return Fail("a dict key that is not a string or an int");
           }
+          if (!Charge(kJsonMemberBytes + (k.size() > 15 ? k.size() + 1 : 0))) return false;
           json v;
           if (!ToJson(n.items[i + 1], depth + 1, values, string_bytes, &v)) return false;
           (*out)[k] = std::move(v);
@@ -403,7 +491,9 @@ class Reader {
   std::string_view in_;
   const PickleLimits& limits_;
   size_t pos_ = 0, at_ = 0;
-  std::vector<Node> nodes_;
+  size_t counted_ = 0, peak_ = 0, opcodes_ = 0;
+  bool out_of_time_ = false, out_of_memory_ = false;
+  std::deque<Node> nodes_;  // no reallocation: its memory grows by what each node takes
   std::vector<size_t> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, size_t> memo_;
@@ -413,13 +503,22 @@ class Reader {
 }  // namespace
 
 std::optional<nlohmann::json> ReadPickle(std::string_view bytes, std::string* error,
-                                         const PickleLimits& limits) {
+                                         const PickleLimits& limits, PickleUsage* usage) {
+  PickleUsage ignored;
+  if (usage == nullptr) usage = &ignored;
+  *usage = {};
   try {
-    return Reader(bytes, limits).Run(error);
-  } catch (const std::exception& e) {  // bad_alloc: bounded above, but never a crash
+    Reader reader(bytes, limits);
+    std::optional<nlohmann::json> out = reader.Run(error);
+    reader.Report(usage);
+    return out;
+  } catch (const std::bad_alloc&) {  // the heap ran out before the count did: never a crash
+    usage->out_of_memory = true;
+    *error = "out of memory while reading";
+  } catch (const std::exception& e) {
     *error = e.what();
-    return std::nullopt;
   }
+  return std::nullopt;
 }
 
 }  // namespace dlaunch::launcher::python

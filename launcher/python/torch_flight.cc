@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/base/files.h"
+#include "core/base/format.h"
 #include "launcher/python/pickle_reader.h"
 
 namespace dlaunch::launcher::python {
@@ -16,13 +17,22 @@ namespace fs = std::filesystem;
 
 constexpr char kDumpPrefix[] = "torch_trace_";
 
+// At most kMaxTorchText bytes, cut before a UTF-8 continuation byte (the pickle reader's strings
+// are valid UTF-8, and so stay valid).
+std::string Text(const std::string& s) {
+  if (s.size() <= kMaxTorchText) return s;
+  size_t n = kMaxTorchText;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 int64_t Int(const json& o, const char* key, int64_t fallback) {
   auto it = o.find(key);
   return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
 }
 std::string Str(const json& o, const char* key) {
   auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+  return it != o.end() && it->is_string() ? Text(it->get_ref<const std::string&>()) : "";
 }
 bool Bool(const json& o, const char* key) {
   auto it = o.find(key);
@@ -34,9 +44,11 @@ std::vector<std::vector<int64_t>> Sizes(const json& o, const char* key) {
   auto it = o.find(key);
   if (it == o.end() || !it->is_array()) return out;
   for (const json& arg : *it) {
+    if (out.size() >= kMaxTorchTensors) break;
     std::vector<int64_t> dims;
     if (arg.is_array()) {
       for (const json& d : arg) {
+        if (dims.size() >= kMaxTorchDims) break;
         if (d.is_number_integer()) dims.push_back(d.get<int64_t>());
       }
     }
@@ -49,15 +61,19 @@ std::vector<std::string> Strings(const json& o, const char* key) {
   std::vector<std::string> out;
   auto it = o.find(key);
   if (it == o.end() || !it->is_array()) return out;
-  for (const json& s : *it) out.push_back(s.is_string() ? s.get<std::string>() : "");
+  for (const json& s : *it) {
+    if (out.size() >= kMaxTorchTensors) break;
+    out.push_back(s.is_string() ? Text(s.get_ref<const std::string&>()) : "");
+  }
   return out;
 }
 
-// pg_config's ranks are text: "[0, 1, 2]".
-std::vector<int> ParseRanks(const std::string& text) {
+// pg_config's ranks are text: "[0, 1, 2]"; at most `max` of them.
+std::vector<int> ParseRanks(const std::string& text, size_t max) {
   std::vector<int> ranks;
   int64_t v = -1;
   for (char c : text) {
+    if (ranks.size() >= max) return ranks;
     if (std::isdigit(static_cast<unsigned char>(c))) {
       v = std::min<int64_t>((v < 0 ? 0 : v) * 10 + (c - '0'), 1 << 30);
     } else if (v >= 0) {
@@ -65,7 +81,7 @@ std::vector<int> ParseRanks(const std::string& text) {
       v = -1;
     }
   }
-  if (v >= 0) ranks.push_back(static_cast<int>(v));
+  if (v >= 0 && ranks.size() < max) ranks.push_back(static_cast<int>(v));
   return ranks;
 }
 
@@ -75,8 +91,8 @@ TorchFlightEntry EntryFromJson(const json& e) {
   t.pg_id = Int(e, "pg_id", -1);
   auto pg = e.find("process_group");
   if (pg != e.end() && pg->is_array()) {
-    if (pg->size() > 0 && (*pg)[0].is_string()) t.pg_name = (*pg)[0].get<std::string>();
-    if (pg->size() > 1 && (*pg)[1].is_string()) t.pg_desc = (*pg)[1].get<std::string>();
+    if (pg->size() > 0 && (*pg)[0].is_string()) t.pg_name = Text((*pg)[0].get<std::string>());
+    if (pg->size() > 1 && (*pg)[1].is_string()) t.pg_desc = Text((*pg)[1].get<std::string>());
   }
   t.collective_seq_id = Int(e, "collective_seq_id", Int(e, "seq_id", -1));
   t.p2p_seq_id = Int(e, "p2p_seq_id", -1);
@@ -98,6 +114,7 @@ TorchFlightEntry EntryFromJson(const json& e) {
   auto frames = e.find("frames");
   if (frames != e.end() && frames->is_array()) {
     for (const json& f : *frames) {
+      if (t.frames.size() >= kMaxTorchFrames) break;
       if (!f.is_object()) continue;
       t.frames.push_back({Str(f, "name"), Str(f, "filename"), Int(f, "line", -1)});
     }
@@ -152,48 +169,131 @@ std::optional<TorchFlightDump> TorchFlightFromJson(const json& doc, std::string*
   d.comm_lib_version = Str(doc, "comm_lib_version");
   auto config = doc.find("pg_config");
   if (config != doc.end() && config->is_object()) {
+    size_t ranks_left = kMaxTorchGroupRanks;
     for (const auto& [name, g] : config->items()) {
+      if (d.process_groups.size() >= kMaxTorchGroups) break;
       if (!g.is_object()) continue;
-      TorchProcessGroup& pg = d.process_groups[name];
+      TorchProcessGroup& pg = d.process_groups[Text(name)];
       pg.name = Str(g, "name");
       pg.desc = Str(g, "desc");
-      pg.ranks = ParseRanks(Str(g, "ranks"));
+      auto ranks = g.find("ranks");
+      if (ranks != g.end() && ranks->is_string()) {
+        pg.ranks = ParseRanks(ranks->get_ref<const std::string&>(), ranks_left);
+        ranks_left -= pg.ranks.size();
+      }
     }
   }
   auto status = doc.find("pg_status");
   if (status != doc.end() && status->is_object()) {
     for (const auto& [id, s] : status->items()) {
+      if (d.pg_status.size() >= kMaxTorchGroups) break;
       if (!s.is_object()) continue;
-      TorchProcessGroup& pg = d.pg_status[id];
+      TorchProcessGroup& pg = d.pg_status[Text(id)];
       pg.last_enqueued = Int(s, "last_enqueued_collective", -1);
       pg.last_started = Int(s, "last_started_collective", -1);
       pg.last_completed = Int(s, "last_completed_collective", -1);
     }
   }
   if (entries != doc.end() && entries->is_array()) {
-    for (const json& e : *entries) {
+    const size_t first =
+        entries->size() > kMaxTorchEntries ? entries->size() - kMaxTorchEntries : 0;
+    for (size_t i = first; i < entries->size(); ++i) {
+      const json& e = (*entries)[i];
       if (e.is_object()) d.entries.push_back(EntryFromJson(e));
     }
   }
   return d;
 }
 
-std::optional<TorchFlightDump> ReadTorchFlightDump(const std::string& path, std::string* error) {
+TorchReadBudget::TorchReadBudget(const TorchReadLimits& limits)
+    : limits_(limits), deadline_(std::chrono::steady_clock::now() + limits.time) {}
+
+std::string TorchReadBudget::Take(size_t bytes) {
+  if (std::chrono::steady_clock::now() >= deadline_) {
+    return "not read: the " + base::FormatDurationMs(limits_.time.count()) +
+           " for reading torch dumps are spent";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kept_bytes_ >= limits_.kept_bytes) {
+    return "not read: the dumps already read take " +
+           base::FormatBytes(static_cast<int64_t>(limits_.kept_bytes)) + ", all they may";
+  }
+  if (file_bytes_ + bytes > limits_.file_bytes) {
+    return "not read: it would pass the " +
+           base::FormatBytes(static_cast<int64_t>(limits_.file_bytes)) +
+           " of torch dumps one diagnosis reads (" +
+           base::FormatBytes(static_cast<int64_t>(file_bytes_)) + " read)";
+  }
+  file_bytes_ += bytes;
+  return "";
+}
+
+void TorchReadBudget::Keep(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kept_bytes_ += bytes;
+}
+
+size_t KeptBytes(const TorchFlightDump& d) {
+  size_t n = sizeof d + d.file.size() + d.version.size() + d.comm_lib_version.size();
+  for (const auto* groups : {&d.process_groups, &d.pg_status}) {
+    for (const auto& [name, g] : *groups) {
+      n += 96 + name.size() + g.name.size() + g.desc.size() + g.ranks.size() * sizeof(int);
+    }
+  }
+  for (const TorchFlightEntry& e : d.entries) {
+    n += sizeof e + e.pg_name.size() + e.pg_desc.size() + e.profiling_name.size() + e.state.size();
+    for (const auto* sizes : {&e.input_sizes, &e.output_sizes}) {
+      for (const auto& dims : *sizes) n += sizeof dims + dims.size() * sizeof(int64_t);
+    }
+    for (const auto* dtypes : {&e.input_dtypes, &e.output_dtypes}) {
+      for (const std::string& t : *dtypes) n += sizeof t + t.size();
+    }
+    for (const TorchFrame& f : e.frames) n += sizeof f + f.name.size() + f.filename.size();
+  }
+  return n;
+}
+
+namespace {
+
+std::optional<TorchFlightDump> ReadDump(const std::string& path, std::string* error,
+                                        TorchReadBudget* budget) {
+  // The budget is taken before the file is read (and again for what it grew by meanwhile).
+  PickleLimits limits;
+  std::error_code ec;
+  const uintmax_t size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  base::ReadStatus status =
+      !ec && size > kMaxTorchDumpBytes ? base::ReadStatus::kTooLarge : base::ReadStatus::kOk;
+  if (budget != nullptr && status == base::ReadStatus::kOk) {
+    *error = budget->Take(size);
+    if (!error->empty()) return std::nullopt;
+    limits.deadline = budget->deadline();
+  }
   std::string bytes;
-  const base::ReadStatus status = base::ReadFileBounded(path, kMaxTorchDumpBytes, &bytes);
+  if (status == base::ReadStatus::kOk) {
+    status = base::ReadFileBounded(path, kMaxTorchDumpBytes, &bytes);
+  }
   if (status != base::ReadStatus::kOk) {
     *error = base::DescribeReadStatus(status, kMaxTorchDumpBytes);
     return std::nullopt;
   }
-  std::optional<json> doc = ReadPickle(bytes, error);
-  if (!doc) {
-    *error = "not a readable pickle: " + *error;
-    return std::nullopt;
+  if (budget != nullptr && bytes.size() > size) {
+    *error = budget->Take(bytes.size() - size);
+    if (!error->empty()) return std::nullopt;
   }
-  std::optional<TorchFlightDump> dump = TorchFlightFromJson(*doc, error);
+  std::optional<TorchFlightDump> dump;
+  {
+    std::optional<json> doc = ReadPickle(bytes, error, limits);
+    if (!doc) {
+      *error = "not a readable pickle: " + *error;
+      return std::nullopt;
+    }
+    std::string().swap(bytes);
+    dump = TorchFlightFromJson(*doc, error);
+  }
   if (!dump) return std::nullopt;
+  if (budget != nullptr) budget->Keep(KeptBytes(*dump));
   dump->file = path;
-  std::error_code ec;
+  ec.clear();
   const auto mtime = fs::last_write_time(path, ec);
   if (!ec) {
     // file_time_type's clock is the system clock on Linux (libstdc++), offset to the Unix epoch.
@@ -211,6 +311,20 @@ std::optional<TorchFlightDump> ReadTorchFlightDump(const std::string& path, std:
     dump->rank = std::stoi(digits);
   }
   return dump;
+}
+
+}  // namespace
+
+std::optional<TorchFlightDump> ReadTorchFlightDump(const std::string& path, std::string* error,
+                                                   TorchReadBudget* budget) {
+  try {
+    return ReadDump(path, error, budget);
+  } catch (const std::bad_alloc&) {
+    *error = "out of memory while reading it";
+  } catch (const std::exception& e) {
+    *error = std::string("not read: ") + e.what();
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> FindTorchFlightDumps(const std::string& rank_dir) {

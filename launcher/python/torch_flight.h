@@ -9,8 +9,10 @@
 // [{name, filename, line}]). Versions 1.x name collective_seq_id "seq_id".
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,6 +22,51 @@ namespace dlaunch::launcher::python {
 
 inline constexpr size_t kMaxTorchDumpBytes = 64 << 20;
 inline constexpr size_t kMaxTorchDumpsPerRank = 8;
+// What is kept of one dump (and so what diagnosis.json can show of it): the newest entries; each
+// name, path, state and dtype cut to kMaxTorchText bytes; per entry the innermost frames and the
+// first tensors of each size and dtype list; the first process groups, whose ranks together are
+// bounded too.
+inline constexpr size_t kMaxTorchEntries = 4096;
+inline constexpr size_t kMaxTorchText = 256;
+inline constexpr size_t kMaxTorchFrames = 32;
+inline constexpr size_t kMaxTorchTensors = 64;
+inline constexpr size_t kMaxTorchDims = 16;
+inline constexpr size_t kMaxTorchGroups = 1024;
+inline constexpr size_t kMaxTorchGroupRanks = 1 << 20;
+
+// The limits of one pass over a run directory's dumps, all ranks together: the bytes of the files
+// read, what the dumps read take once decoded, and the time. Each file is also bounded alone
+// (kMaxTorchDumpBytes, PickleLimits::max_memory_bytes of decoding).
+struct TorchReadLimits {
+  size_t file_bytes = 256u << 20;
+  size_t kept_bytes = 128u << 20;
+  std::chrono::milliseconds time{20000};
+};
+// For the launcher's own diagnoses (after a failed attempt, a live hang, a dump): its exit waits
+// for them.
+inline constexpr TorchReadLimits kLauncherTorchRead{256u << 20, 128u << 20,
+                                                    std::chrono::milliseconds(3000)};
+// Dumps decoded at the same time, each within PickleLimits::max_memory_bytes.
+inline constexpr int kTorchReadThreads = 2;
+
+// What is left of TorchReadLimits; shared by the threads of a pass. The clock starts at
+// construction.
+class TorchReadBudget {
+ public:
+  explicit TorchReadBudget(const TorchReadLimits& limits = {});
+  // Takes a file of `bytes` out of the budget: "" when it may be read, else why not ("not read:
+  // the 256 MiB of torch dumps one diagnosis reads are spent").
+  std::string Take(size_t bytes);
+  void Keep(size_t bytes);  // a dump read is kept: its decoded size
+  std::chrono::steady_clock::time_point deadline() const { return deadline_; }
+
+ private:
+  const TorchReadLimits limits_;
+  const std::chrono::steady_clock::time_point deadline_;
+  std::mutex mu_;
+  size_t file_bytes_ = 0;
+  size_t kept_bytes_ = 0;
+};
 
 struct TorchFrame {
   std::string name, filename;
@@ -73,8 +120,13 @@ struct TorchFlightDump {
 // dict, no "entries" list nor "version". Odd fields are skipped, never thrown on.
 std::optional<TorchFlightDump> TorchFlightFromJson(const nlohmann::json& doc, std::string* error);
 
-// Reads and decodes one dump file: bounded (kMaxTorchDumpBytes), regular files only. Never throws.
-std::optional<TorchFlightDump> ReadTorchFlightDump(const std::string& path, std::string* error);
+// Reads and decodes one dump file: bounded (kMaxTorchDumpBytes, the pickle reader's limits,
+// `budget` when given), regular files only. Never throws: running out of memory is an error too.
+std::optional<TorchFlightDump> ReadTorchFlightDump(const std::string& path, std::string* error,
+                                                   TorchReadBudget* budget = nullptr);
+
+// Roughly what `dump` takes in memory.
+size_t KeptBytes(const TorchFlightDump& dump);
 
 // The dump files in one rank folder: `torch_trace_<digits>`, sorted, at most
 // kMaxTorchDumpsPerRank. Never throws.

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/base/format.h"
 #include "launcher/diagnose/analyzer.h"
+#include "launcher/diagnose/diagnosis_writer.h"
 #include "launcher/diagnose/python_evidence.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/python/pickle_reader.h"
@@ -175,6 +177,61 @@ TEST(PickleReaderTest, HostileInputIsBoundedNeverACrash) {
   }
 }
 
+// Hostile pickles cost what the limit allows, counted as they are read, and no more.
+TEST(PickleReaderTest, StopsAtItsMemoryLimitAndTime) {
+  PickleLimits limits;
+  limits.max_memory_bytes = 16 << 20;
+  const size_t n = 8 << 20;
+  // A dict, then 200000 references to it: a few bytes each, a whole dict each once expanded.
+  std::string memo_refs =
+      B("\x80\x02]q\x00}q\x01(X\x01\x00\x00\x00"
+        "aK\x01ua");
+  for (int batch = 0; batch < 200; ++batch) {
+    memo_refs += "(";
+    for (int i = 0; i < 1000; ++i) memo_refs += B("h\x01");
+    memo_refs += "e";
+  }
+  const std::vector<std::pair<std::string, std::string>> bombs = {
+      {"small objects", "\x80\x02](" + std::string(n, 'N') + "e."},
+      {"memo references", memo_refs + "."},
+      {"marks", "\x80\x02" + std::string(n, '(')},
+      {"dups", "\x80\x02N" + std::string(n, '2')},
+      {"memo flood", "\x80\x04N" + std::string(n, '\x94')},
+      {"invalid UTF-8", B("\x80\x02X\x00\x00\x80\x00") + std::string(n, '\xff') + "."},
+      {"strings", "\x80\x02](" +
+                      [] {
+                        std::string s;
+                        for (int i = 0; i < 40; ++i)
+                          s += B("X\x00\x00\x08\x00") + std::string(1 << 19, 's');
+                        return s;
+                      }() +
+                      "e."},
+  };
+  for (const auto& [what, bytes] : bombs) {
+    std::string error;
+    python::PickleUsage usage;
+    EXPECT_FALSE(ReadPickle(bytes, &error, limits, &usage)) << what;
+    EXPECT_THAT(error, HasSubstr("needs more than 16 MiB to read")) << what;
+    EXPECT_TRUE(usage.out_of_memory) << what;
+    // Stopped at the first thing past the limit, not after.
+    EXPECT_LE(usage.peak_memory_bytes, limits.max_memory_bytes + (1 << 20)) << what;
+  }
+  // The same limit, a real dump: read, at a fraction of it.
+  std::string error;
+  python::PickleUsage usage;
+  ASSERT_TRUE(
+      ReadPickle(ReadBytes(Fixture("torch_fr_hang/rank1/torch_trace_1")), &error, limits, &usage))
+      << error;
+  EXPECT_GT(usage.peak_memory_bytes, 0u);
+  EXPECT_LT(usage.peak_memory_bytes, 1u << 20);
+  // Past the deadline, reading stops.
+  limits.max_memory_bytes = 1u << 30;
+  limits.deadline = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ReadPickle(std::get<1>(bombs[0]), &error, limits, &usage));
+  EXPECT_THAT(error, HasSubstr("stopped at the time limit"));
+  EXPECT_TRUE(usage.out_of_time);
+}
+
 TEST(TorchFlightTest, ReadsTheDumpFieldsAtProtocols2To5) {
   for (int rank = 0; rank < 3; ++rank) {
     std::string error;
@@ -288,7 +345,7 @@ TEST_F(TorchFlightDirTest, AgentRecordsDecideTorchsAreShown) {
   EXPECT_THAT(Joined(d.details), HasSubstr("rank 2 never joined it"));
 }
 
-TEST_F(TorchFlightDirTest, HostileDumpFilesBecomeProblems) {
+TEST_F(TorchFlightDirTest, HostileDumpFilesAreNamedAsSkipped) {
   // Garbage, a FIFO, a 65 MiB sparse file, a pickle that is not a dump; other names ignored.
   std::ofstream(run_ / "rank0" / "torch_trace_0") << "not a pickle";
   fs::remove(run_ / "rank1" / "torch_trace_1");
@@ -301,15 +358,99 @@ TEST_F(TorchFlightDirTest, HostileDumpFilesBecomeProblems) {
   std::ofstream(run_ / "rank2" / "torch_trace_9") << B("\x80\x02]q\x00.");
   std::ofstream(run_ / "rank2" / "torch_trace_x") << "ignored";
   RunSnapshot run = LoadRunDir(run_.string());
-  const std::string problems = Joined(run.problems);
-  EXPECT_THAT(problems,
-              HasSubstr("rank0/torch_trace_0: not a readable pickle: unsupported opcode"));
-  EXPECT_THAT(problems, HasSubstr("rank1/torch_trace_1: not a regular file"));
-  EXPECT_THAT(problems, HasSubstr("rank2/torch_trace_2: larger than"));
-  EXPECT_THAT(problems, HasSubstr("rank2/torch_trace_9: not a dict"));
+  std::string skipped;
+  for (const rundir::SkippedEvidence& s : run.skipped_evidence.files) {
+    skipped += s.file + ": " + s.reason + "\n";
+  }
+  EXPECT_THAT(skipped, HasSubstr("rank0/torch_trace_0: not a readable pickle: unsupported opcode"));
+  EXPECT_THAT(skipped, HasSubstr("rank1/torch_trace_1: not a regular file"));
+  EXPECT_THAT(skipped, HasSubstr("rank2/torch_trace_2: larger than"));
+  EXPECT_THAT(skipped, HasSubstr("rank2/torch_trace_9: not a dict"));
+  EXPECT_EQ(run.skipped_evidence.count, 4);
   Diagnosis d = Analyze(run);
   AttachTorchFlight(run, &d);
   EXPECT_TRUE(d.torch_flight.empty());
+  // diagnosis.json names each with its reason, through a round trip; diagnosis.txt in one line.
+  const json j = rundir::DiagnosisToJson(d);
+  ASSERT_EQ(j["skipped_evidence"].size(), 4u);
+  EXPECT_EQ(j["skipped_evidence_count"], 4);
+  EXPECT_EQ(j["skipped_evidence"][1]["file"], "rank1/torch_trace_1");
+  EXPECT_THAT(j["skipped_evidence"][1]["reason"].get<std::string>(),
+              HasSubstr("not a regular file"));
+  EXPECT_EQ(rundir::DiagnosisToJson(rundir::DiagnosisFromJson(j)), j);
+  const std::string text = FormatDiagnosis(d);
+  EXPECT_THAT(text, HasSubstr("  not read or left out: 4 files (rank0/torch_trace_0: not a "
+                              "readable pickle: unsupported opcode"));
+  EXPECT_THAT(text, HasSubstr("; and 1 more) (diagnosis.json's skipped_evidence)\n"));
+}
+
+// The reading of a pass is bounded in total: bytes of the files and time, all ranks together.
+TEST_F(TorchFlightDirTest, ThePassBudgetSkipsTheRestAndSaysWhy) {
+  const std::string dump = ReadBytes(Fixture("torch_fr_hang/rank1/torch_trace_1"));
+  python::TorchReadLimits limits;
+  limits.file_bytes = dump.size() * 2;  // two of the three dumps
+  RunSnapshot run = LoadRunDir(run_.string(), 0, limits);
+  EXPECT_EQ(run.ranks[0].torch_flight.size() + run.ranks[1].torch_flight.size() +
+                run.ranks[2].torch_flight.size(),
+            2u);
+  ASSERT_EQ(run.skipped_evidence.count, 1);
+  EXPECT_THAT(run.skipped_evidence.files[0].reason,
+              HasSubstr("not read: it would pass the " +
+                        base::FormatBytes(static_cast<int64_t>(limits.file_bytes)) +
+                        " of torch dumps one diagnosis reads"));
+  limits = {};
+  limits.time = std::chrono::milliseconds(0);
+  run = LoadRunDir(run_.string(), 0, limits);
+  ASSERT_EQ(run.skipped_evidence.count, 3);
+  EXPECT_THAT(run.skipped_evidence.files[2].reason, HasSubstr("for reading torch dumps are spent"));
+  limits = {};
+  limits.kept_bytes = 1;  // the first dump read is all that may be kept
+  run = LoadRunDir(run_.string(), 0, limits);
+  EXPECT_EQ(run.skipped_evidence.count, 2);
+}
+
+// What a dump may put into the diagnosis is bounded however large its fields: strings cut on a
+// character boundary, the newest entries, the first tensors, dims, frames and ranks.
+TEST(TorchFlightTest, KeepsBoundedPartsOfHugeFields) {
+  json entry = {{"profiling_name", "nccl:" + std::string(300, 'a') + "\u00e9\u00e9"},
+                {"collective_seq_id", 1},
+                {"input_sizes", json::array()},
+                {"input_dtypes", json::array()},
+                {"frames", json::array()}};
+  for (int i = 0; i < 100; ++i) {
+    entry["input_sizes"].push_back(std::vector<int>(40, 3));
+    entry["input_dtypes"].push_back(std::string(1000, 'F'));
+    entry["frames"].push_back(
+        {{"name", std::string(1000, 'n')}, {"filename", "x.py"}, {"line", 1}});
+  }
+  std::string ranks = "[";
+  for (int r = 0; r < 1100; ++r) ranks += std::to_string(r) + ", ";
+  json doc = {{"version", "2.4"}, {"entries", json::array()}, {"pg_config", json::object()}};
+  for (int g = 0; g < 2000; ++g) {
+    doc["pg_config"][std::to_string(g)] = {{"name", "g"}, {"ranks", ranks + "1100]"}};
+  }
+  for (int i = 0; i < 4200; ++i) {
+    entry["collective_seq_id"] = i;
+    doc["entries"].push_back(entry);
+  }
+  std::string error;
+  std::optional<python::TorchFlightDump> d = python::TorchFlightFromJson(doc, &error);
+  ASSERT_TRUE(d) << error;
+  ASSERT_EQ(d->entries.size(), python::kMaxTorchEntries);
+  EXPECT_EQ(d->entries.front().collective_seq_id, 4200 - 4096);  // the newest kept
+  const python::TorchFlightEntry& e = d->entries.back();
+  EXPECT_LE(e.profiling_name.size(), python::kMaxTorchText);
+  EXPECT_NO_THROW(json(e.profiling_name).dump());  // still valid UTF-8
+  EXPECT_EQ(e.input_sizes.size(), python::kMaxTorchTensors);
+  EXPECT_EQ(e.input_sizes[0].size(), python::kMaxTorchDims);
+  EXPECT_EQ(e.input_dtypes.size(), python::kMaxTorchTensors);
+  EXPECT_EQ(e.input_dtypes[0].size(), python::kMaxTorchText);
+  EXPECT_EQ(e.frames.size(), python::kMaxTorchFrames);
+  EXPECT_EQ(d->process_groups.size(), python::kMaxTorchGroups);
+  size_t all_ranks = 0;
+  for (const auto& [name, g] : d->process_groups) all_ranks += g.ranks.size();
+  EXPECT_EQ(all_ranks, python::kMaxTorchGroupRanks);
+  EXPECT_LT(python::KeptBytes(*d), size_t{256} << 20);
 }
 
 }  // namespace
