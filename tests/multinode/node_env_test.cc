@@ -69,5 +69,37 @@ TEST(SchedulerEnvTest, CommandLineWinsAndBadValuesAreErrors) {
       UsageError);
 }
 
+// One node with torchrun's --rdzv-endpoint: the ranks' MASTER_ADDR/PORT come from it, unless
+// --master-addr/--master-port say otherwise; a host of another machine leaves MASTER_ADDR alone.
+TEST(SingleNodeEndpointTest, EndpointIsTheRanksMaster) {
+  LaunchOptions o = ParseCommandLine({"--rdzv_endpoint", "localhost:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&o);
+  EXPECT_EQ(o.master_addr, "localhost");
+  EXPECT_EQ(o.master_port, 29512);
+  EXPECT_TRUE(o.notes.empty());
+
+  LaunchOptions given = ParseCommandLine({"--rdzv-endpoint", "localhost:29512", "--master-port",
+                                          "29600", "--master-addr", "127.0.0.1", "prog"},
+                                         {});
+  ApplySingleNodeEndpoint(&given);
+  EXPECT_EQ(given.master_addr, "127.0.0.1");
+  EXPECT_EQ(given.master_port, 29600);
+
+  LaunchOptions remote = ParseCommandLine({"--rdzv-endpoint", "192.0.2.1:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&remote);
+  EXPECT_EQ(remote.master_addr, "127.0.0.1");
+  EXPECT_EQ(remote.master_port, 29512);
+  ASSERT_EQ(remote.notes.size(), 1u);
+  EXPECT_NE(remote.notes[0].find("is not this machine"), std::string::npos) << remote.notes[0];
+
+  LaunchOptions bad = ParseCommandLine({"--rdzv-endpoint", "nocolon", "prog"}, {});
+  EXPECT_THROW(ApplySingleNodeEndpoint(&bad), UsageError);
+  // Many nodes: the endpoint is the coordinator's, not the ranks'.
+  LaunchOptions multi = ParseCommandLine(
+      {"--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "localhost:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&multi);
+  EXPECT_EQ(multi.master_port, 0);
+}
+
 }  // namespace
 }  // namespace dlaunch::launcher
