@@ -171,7 +171,15 @@ std::string NewRunId() {
 void ApplySingleNodeEndpoint(LaunchOptions* o) {
   if (o->nnodes != 1 || o->rdzv_endpoint.empty()) return;
   const auto [host, port] = SplitEndpoint(o->rdzv_endpoint);
-  if (o->master_port == 0) o->master_port = port;
+  if (o->master_port == 0) {
+    if (!PortIsFree("0.0.0.0", port)) {
+      throw UsageError("--rdzv-endpoint " + o->rdzv_endpoint +
+                       ": the port is in use on this machine, and on one node it is the ranks' "
+                       "MASTER_PORT, where rank 0's TCPStore listens (give a free one, or leave "
+                       "--rdzv-endpoint out)");
+    }
+    o->master_port = port;
+  }
   if (o->master_addr_given) return;
   if (IsLocalAddress(host)) {
     o->master_addr = host;
