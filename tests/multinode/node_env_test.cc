@@ -1,6 +1,10 @@
 #include "launcher/job/node_env.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -91,6 +95,25 @@ TEST(SingleNodeEndpointTest, EndpointIsTheRanksMaster) {
   EXPECT_EQ(remote.master_port, 29512);
   ASSERT_EQ(remote.notes.size(), 1u);
   EXPECT_NE(remote.notes[0].find("is not this machine"), std::string::npos) << remote.notes[0];
+
+  // A port something listens on cannot be rank 0's store: refused, naming the endpoint.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  LaunchOptions busy = ParseCommandLine(
+      {"--rdzv-endpoint", "localhost:" + std::to_string(ntohs(addr.sin_port)), "prog"}, {});
+  try {
+    ApplySingleNodeEndpoint(&busy);
+    ADD_FAILURE() << "a busy endpoint port was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the port is in use"), std::string::npos) << e.what();
+  }
+  ::close(listener);
 
   LaunchOptions bad = ParseCommandLine({"--rdzv-endpoint", "nocolon", "prog"}, {});
   EXPECT_THROW(ApplySingleNodeEndpoint(&bad), UsageError);
