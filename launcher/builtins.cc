@@ -33,21 +33,41 @@ std::string FindWorker(const std::string& self_exe) {
                    " (set DLAUNCH_WORKER to its path)");
 }
 
+// What a rank would find only once it asks CUDA: on a machine whose driver lists no GPU at all,
+// the nccl backend (given, or chosen by --backend auto) cannot run.
+void CheckPreflightBackend(const std::vector<std::string>& args, int world_size) {
+  const worker::PreflightOptions p = worker::ParsePreflightArgs(args, world_size);
+  if (p.help || CountGpus() > 0) return;
+  if (p.backend == "nccl") {
+    throw UsageError("preflight: --backend nccl, but this machine has no GPU (" +
+                     std::string(kNvidiaGpuList) + " is empty or absent): use --backend gloo");
+  }
+  worker::CheckBackendFlags(p, "gloo");  // -G and -R under --backend auto
+}
+
 }  // namespace
 
 std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::string& self_exe) {
-  std::vector<std::string> argv = {FindWorker(self_exe)};
+  // The user's input first: its error is the one to fix, whatever else is missing.
+  std::vector<std::string> argv = {""};
   if (o.command == Command::kPreflight) {
-    worker::ValidatePreflightArgs(o.program, o.nproc * o.nnodes);
+    CheckPreflightBackend(o.program, o.nproc * o.nnodes);
     argv.push_back("preflight");
   } else {
 #ifdef DLAUNCH_HAVE_TRAIN
-    // An elastic job's world is known only after its rendezvous.
-    const int world = o.min_nodes == 0 || o.min_nodes == o.nnodes ? o.nproc * o.nnodes : 0;
-    if (worker::ValidateTrainArgs(o.program, world).help) {
+    // An elastic job's world is known only after its rendezvous; its fewest ranks are not.
+    const bool elastic = o.min_nodes != 0 && o.min_nodes != o.nnodes;
+    const int world = elastic ? 0 : o.nproc * o.nnodes;
+    const worker::TrainOptions t =
+        worker::ValidateTrainArgs(o.program, world, elastic ? o.nproc * o.min_nodes : 0);
+    if (t.help) {
       // Help is an answer, not a job: printed once, before any rank, coordinator or run directory.
       std::cout << worker::TrainOptionsHelp() << std::flush;
       std::exit(kExitOk);
+    }
+    if (t.device == "cuda" && CountGpus() == 0) {
+      throw UsageError("train: --device cuda, but this machine has no GPU (" +
+                       std::string(kNvidiaGpuList) + " is empty or absent)");
     }
     argv.push_back("train");
 #else
@@ -56,6 +76,7 @@ std::vector<std::string> BuiltinWorkerArgv(const LaunchOptions& o, const std::st
         "(install libtorch-dev and rebuild)");
 #endif
   }
+  argv.front() = FindWorker(self_exe);
   argv.insert(argv.end(), o.program.begin(), o.program.end());
   return argv;
 }

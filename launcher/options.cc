@@ -18,21 +18,12 @@
 #include "launcher/job/node_env.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/supervision/supervisor.h"
+#include "launcher/torchrun_flags.h"
 
 namespace po = boost::program_options;
 
 namespace dlaunch::launcher {
 namespace {
-
-int CountGpus() {
-  std::error_code ec;
-  int n = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
 
 // The whole of `text` as an integer of at least 1; 0 when it is not one.
 int PositiveInt(const std::string& text) {
@@ -50,9 +41,8 @@ int ParseNproc(const std::string& text) {
   if (text == "gpu") {
     const int gpus = CountGpus();
     if (gpus == 0) {
-      throw UsageError(
-          "--nproc gpu: no GPU found (/proc/driver/nvidia/gpus is empty or absent); "
-          "give a number, or cpu");
+      throw UsageError(std::string("--nproc gpu: no GPU found (") + kNvidiaGpuList +
+                       " is empty or absent); give a number, or cpu");
     }
     return gpus;
   }
@@ -106,37 +96,6 @@ void ParseNnodes(const std::string& text, LaunchOptions* o) {
   }
 }
 
-// torchrun's --rdzv-conf: comma-separated key=value pairs; the timeouts are seconds.
-void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    std::chrono::milliseconds* target = key == "join_timeout"        ? &o->join_timeout
-                                        : key == "last_call_timeout" ? &o->last_call_timeout
-                                        : key == "close_timeout"     ? &o->close_timeout
-                                                                     : nullptr;
-    if (!target) {
-      throw UsageError("--rdzv-conf: unknown key '" + key +
-                       "' (dlaunch takes join_timeout, last_call_timeout, close_timeout)");
-    }
-    double seconds = -1;
-    size_t used = 0;
-    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    try {
-      seconds = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (value.empty() || used != value.size() || !(seconds >= 0) || seconds > 1e7) {
-      throw UsageError("--rdzv-conf: " + key + " must be a number of seconds (got '" + value +
-                       "')");
-    }
-    *target = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  }
-}
-
 po::options_description Describe() {
   po::options_description d("dlaunch options");
   // clang-format off
@@ -158,7 +117,7 @@ po::options_description Describe() {
     ("rdzv-backend", po::value<std::string>(), "accepted for torchrun compatibility: static or c10d")
     ("rdzv_backend", po::value<std::string>(), "alias of --rdzv-backend")
     ("rdzv-timeout", po::value<double>()->default_value(300), "seconds ranks may take to register")
-    ("rdzv-conf", po::value<std::string>(), "join_timeout=S,last_call_timeout=S,close_timeout=S (alias --rdzv_conf)")
+    ("rdzv-conf", po::value<std::string>(), "timeout=S (or join_timeout=S),last_call_timeout=S,close_timeout=S; torchrun's other keys are accepted and noted (alias --rdzv_conf)")
     ("rdzv_conf", po::value<std::string>(), "alias of --rdzv-conf")
     ("standalone", po::bool_switch(), "single node (the default; torchrun compatibility)")
     ("master-addr", po::value<std::string>(), "MASTER_ADDR given to ranks (alias --master_addr)")
@@ -207,6 +166,9 @@ po::options_description Describe() {
     ("run-dir-mode", po::value<std::string>()->default_value("0700"), "permissions of the run directory (octal; files get them without x): 0700 keeps rank logs private, 0755 lets others read them")
     ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
     ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
+    ("role", po::value<std::string>(), "the ranks' ROLE_NAME and ${role_name} of the console prefix (default: default)")
+    ("start-method", po::value<std::string>(), "spawn, fork or forkserver: accepted for torchrun compatibility; every rank is a fresh process (alias --start_method)")
+    ("start_method", po::value<std::string>(), "alias of --start-method")
     ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
     ("monitor_interval", po::value<double>(), "alias of --monitor-interval");
   // clang-format on
@@ -262,7 +224,47 @@ std::optional<T> First(const po::variables_map& vm, std::initializer_list<const 
   return std::nullopt;
 }
 
+void CheckRdzvBackend(const std::string& backend) {
+  if (backend != "static" && backend != "c10d") {
+    throw UsageError("--rdzv-backend must be static or c10d (got '" + backend + "')");
+  }
+}
+
+void CheckMaxRestarts(int restarts) {
+  if (restarts < 0) throw UsageError("--max-restarts must not be negative");
+}
+
+// The values checked only while the options are resolved, checked on their own: an error in one
+// from a PET_* variable then names the variable, not the option it stands for.
+void CheckValue(const po::variables_map& one) {
+  LaunchOptions scratch;
+  if (auto b = First<std::string>(one, {"rdzv-backend", "rdzv_backend"})) CheckRdzvBackend(*b);
+  if (auto r = First<int>(one, {"max-restarts", "max_restarts"})) CheckMaxRestarts(*r);
+  if (one.count("nnodes")) ParseNnodes(one["nnodes"].as<std::string>(), &scratch);
+  if (auto n = First<std::string>(one, {"nproc-per-node", "nproc_per_node", "nproc"})) {
+    ParseNproc(*n);
+  }
+  if (auto c = First<std::string>(one, {"rdzv-conf", "rdzv_conf"})) ParseRdzvConf(*c, &scratch);
+  if (auto m = First<std::string>(one, {"start-method", "start_method"})) {
+    ParseStartMethod(*m, &scratch);
+  }
+  if (auto f =
+          First<std::string>(one, {"ranks-filter", "local-ranks-filter", "local_ranks_filter"})) {
+    ParseRankList(*f);
+  }
+}
+
 }  // namespace
+
+int CountGpus() {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(kNvidiaGpuList, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
 
 std::string Usage() {
   std::ostringstream out;
@@ -363,12 +365,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     // A torchrun option this dlaunch does not have is left to torchrun's own launches.
     if (!desc.find_nothrow(token.substr(2, token.find('=') - 2), false)) continue;
     try {
-      const po::variables_map one = Store(desc, {token});
-      // --nnodes is text (N or MIN:MAX): checked here so that its error names the variable.
-      if (one.count("nnodes")) {
-        LaunchOptions scratch;
-        ParseNnodes(one["nnodes"].as<std::string>(), &scratch);
-      }
+      CheckValue(Store(desc, {token}));
     } catch (const UsageError& e) {
       throw UsageError(variable + ": " + e.what());
     }
@@ -406,15 +403,15 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   if (o.run_id.find('/') != std::string::npos || o.run_id == "." || o.run_id == "..") {
     throw UsageError("--run-id must not contain '/'");
   }
-  if (auto b = First<std::string>(vm, {"rdzv-backend", "rdzv_backend"})) {
-    if (*b != "static" && *b != "c10d") throw UsageError("--rdzv-backend must be static or c10d");
-  }
+  if (auto b = First<std::string>(vm, {"rdzv-backend", "rdzv_backend"})) CheckRdzvBackend(*b);
   o.rdzv_timeout = Seconds(vm["rdzv-timeout"].as<double>(), "--rdzv-timeout");
+  o.master_addr_given = vm.count("master-addr") || vm.count("master_addr");
   o.master_addr = First<std::string>(vm, {"master-addr", "master_addr"}).value_or("127.0.0.1");
+  if (o.master_addr.empty()) throw UsageError("--master-addr needs an address");
   o.master_port = First<int>(vm, {"master-port", "master_port"}).value_or(0);
   if (o.master_port < 0 || o.master_port > 65535) throw UsageError("--master-port out of range");
   o.max_restarts = *First<int>(vm, {"max_restarts", "max-restarts"});
-  if (o.max_restarts < 0) throw UsageError("--max-restarts must not be negative");
+  CheckMaxRestarts(o.max_restarts);
   o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
   o.signals_to_handle =
       ParseSignalList(*First<std::string>(vm, {"signals-to-handle", "signals_to_handle"}));
@@ -494,6 +491,14 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   if (o.on_hang != "exit" && o.on_hang != "restart") {
     throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
   }
+  if (auto role = First<std::string>(vm, {"role"})) {
+    if (role->empty() || role->find_first_of(" \t\n\r") != std::string::npos) {
+      throw UsageError("--role must be a name without spaces (got '" + *role + "')");
+    }
+    o.role = *role;
+    o.role_given = true;
+  }
+  if (auto m = First<std::string>(vm, {"start-method", "start_method"})) ParseStartMethod(*m, &o);
   o.skip_doctor = vm["skip-doctor"].as<bool>();
   o.run_dir_mode = ParseRunDirMode(vm["run-dir-mode"].as<std::string>());
   o.token_file = First<std::string>(vm, {"token-file"}).value_or("");

@@ -41,8 +41,10 @@ struct LaunchOptions {
   std::chrono::milliseconds join_timeout{0};
   std::chrono::milliseconds last_call_timeout{30000};
   std::chrono::milliseconds close_timeout{30000};
-  std::string rdzv_endpoint;  // host:port of node 0's coordinator (multi-node)
+  // host:port of node 0's coordinator (multi-node); on one node, the ranks' MASTER_ADDR/PORT
+  std::string rdzv_endpoint;
   std::string master_addr = "127.0.0.1";
+  bool master_addr_given = false;
   int master_port = 0;  // 0: pick a free one
   std::string run_id;   // empty: generated
   std::string job_id;   // the scheduler's name of the job (a Slurm step), "" outside one
@@ -82,7 +84,16 @@ struct LaunchOptions {
   // --run-dir-mode: the run directory's permission bits; files get the same without execute.
   // Rank logs can hold secrets (a printed environment holds the job token): private by default.
   int run_dir_mode = 0700;
+  std::string role = "default";  // --role: ROLE_NAME and ${role_name} of the console prefix
+  bool role_given = false;
+  // One-line console notes on torchrun options that were accepted but mean nothing under dlaunch
+  // (an --rdzv-conf key, --start-method fork), said once the job's input is all checked.
+  std::vector<std::string> notes;
 };
+
+// GPUs the NVIDIA driver lists in kNvidiaGpuList; 0 without a driver. Does not block.
+inline constexpr const char* kNvidiaGpuList = "/proc/driver/nvidia/gpus";
+int CountGpus();
 
 // The help text, with every flag.
 std::string Usage();

@@ -225,6 +225,8 @@ const std::vector<PetOption>& PetOptions() {
       {"PET_MODULE", {"module"}, true},
       {"PET_RUN_PATH", {"run-path", "run_path"}, true},
       {"PET_NUMA_BINDING", {"numa-binding", "numa_binding"}},
+      {"PET_ROLE", {"role"}},
+      {"PET_START_METHOD", {"start-method", "start_method"}},
   };
   return kOptions;
 }

@@ -1,5 +1,7 @@
 #include "launcher/job/job.h"
 
+#include <iostream>
+
 #include "launcher/builtins.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
@@ -23,6 +25,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
 
   CheckFileDescriptorLimit(o.nproc);
+  // The input is all checked: what was accepted but does nothing here is said once.
+  for (const std::string& note : o.notes) std::cerr << "dlaunch: " << note << std::endl;
   ApplyRunDirMode(o.run_dir_mode);
   // From here until the first attempt starts, SIGTERM or SIGINT ends every wait at once (the
   // node rendezvous may wait minutes for nodes): exit code 128+n and a summary, as in an attempt.

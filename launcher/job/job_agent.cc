@@ -230,7 +230,8 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       }
       if (slot.local_rank < static_cast<int>(placement_.size()))
         ApplyPlacement(placement_[slot.local_rank], &process);
-      specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir});
+      specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir,
+                               plan_.ConsolePrefix(slot, host_)});
     }
     AttemptRecord started;
     started.attempt = m.attempt;

@@ -6,6 +6,7 @@
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/python/python_launch.h"
 #include "launcher/rendezvous/credentials.h"
+#include "launcher/supervision/log_capture.h"
 
 namespace dlaunch::launcher {
 
@@ -55,7 +56,7 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
       {"GROUP_RANK", std::to_string(membership_.node_rank)},
       {"GROUP_WORLD_SIZE", std::to_string(membership_.nnodes)},
-      {"ROLE_NAME", "default"},
+      {"ROLE_NAME", o.role},
       {"ROLE_WORLD_SIZE", std::to_string(world)},
       {"MASTER_ADDR", identity_.master_addr},
       {"MASTER_PORT", std::to_string(identity_.master_port)},
@@ -104,6 +105,17 @@ std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, i
   python::AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, DLAUNCH_RANK_DIR
   if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = rundir::RankDir(slot.dir).nccl_log();
   return v;
+}
+
+std::string JobPlan::ConsolePrefix(const RankSlot& slot, const std::string& host) const {
+  if (auto it = launcher_env_.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+      it != launcher_env_.end() && !it->second.empty()) {
+    return ExpandLinePrefix(it->second, options_.role, slot.rank, slot.local_rank);
+  }
+  std::string prefix = "[";
+  if (multi_node()) prefix += host + " ";
+  if (options_.role_given) prefix += options_.role + " ";
+  return prefix + "rank " + std::to_string(slot.rank) + "] ";
 }
 
 std::vector<std::string> JobPlan::RankEnvironment(const RankSlot& slot, int restarts) const {

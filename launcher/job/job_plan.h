@@ -94,6 +94,10 @@ class JobPlan {
   // The whole environment of that rank: launcher_env with JobVariables over it, KEY=VAL.
   std::vector<std::string> RankEnvironment(const RankSlot& slot, int restarts) const;
   const std::vector<std::string>& argv() const { return argv_; }
+  // The console prefix of `slot`'s output lines: torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+  // (${role_name}, ${rank}, ${local_rank}) from launcher_env when set, else "[rank R] ", with
+  // --role's name and, when the job spans nodes, `host` in front: "[host trainer rank R] ".
+  std::string ConsolePrefix(const RankSlot& slot, const std::string& host) const;
 
   // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
   // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.

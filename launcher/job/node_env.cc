@@ -168,9 +168,34 @@ std::string NewRunId() {
   return std::string(buf) + "-" + base::RandomHex(2);
 }
 
+void ApplySingleNodeEndpoint(LaunchOptions* o) {
+  if (o->nnodes != 1 || o->rdzv_endpoint.empty()) return;
+  const auto [host, port] = SplitEndpoint(o->rdzv_endpoint);
+  if (o->master_port == 0) {
+    if (!PortIsFree("0.0.0.0", port)) {
+      throw UsageError("--rdzv-endpoint " + o->rdzv_endpoint +
+                       ": the port is in use on this machine, and on one node it is the ranks' "
+                       "MASTER_PORT, where rank 0's TCPStore listens (give a free one, or leave "
+                       "--rdzv-endpoint out)");
+    }
+    o->master_port = port;
+  }
+  if (o->master_addr_given) return;
+  if (IsLocalAddress(host)) {
+    o->master_addr = host;
+  } else {
+    o->notes.push_back("--rdzv-endpoint " + o->rdzv_endpoint + ": " + host +
+                       " is not this machine, so the ranks' MASTER_ADDR stays " + o->master_addr +
+                       " (this job has one node)");
+  }
+}
+
 NodeSetup ResolveNodeSetup(LaunchOptions* o) {
   NodeSetup setup;
-  const std::string engine = ApplySchedulerEnv(CurrentEnv(), o);
+  const std::map<std::string, std::string> env = CurrentEnv();
+  // The user's endpoint (or Kubeflow's), not one a Slurm step of one task derives for itself.
+  const bool endpoint_given = !o->rdzv_endpoint.empty();
+  const std::string engine = ApplySchedulerEnv(env, o);
   if (o->node_rank < 0 || o->node_rank >= o->nnodes) {
     throw UsageError("node rank " + std::to_string(o->node_rank) + " is outside [0, " +
                      std::to_string(o->nnodes) + ")" +
@@ -179,6 +204,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
   setup.tls = {o->tls_ca, o->tls_cert, o->tls_key};
   if (o->nnodes == 1) {
     if (setup.tls.enabled()) throw UsageError("--tls-* options are for multi-node launches");
+    if (endpoint_given) ApplySingleNodeEndpoint(o);
     setup.role = NodeRoleKind::kSingleNode;
     setup.token = base::RandomHex(16);
     return setup;
@@ -195,7 +221,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
   } else if (engine == "slurm") {
     // Every task of the step derives the same token from the user's secret (slurm_token.h).
     const std::string secret = DefaultJobSecretPath();
-    setup.token = SlurmStepToken(CurrentEnv(), secret);
+    setup.token = SlurmStepToken(env, secret);
     setup.token_origin =
         "this Slurm step's job token comes from " + secret +
         ", which must be the same file on every node (a home directory the "
@@ -224,7 +250,23 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
     }
     o->rdzv_endpoint = AgreeOverMpi(proposal);
   }
-  SplitEndpoint(o->rdzv_endpoint);
+  const int coordinator_port = SplitEndpoint(o->rdzv_endpoint).second;
+  if (o->master_port == coordinator_port) {
+    throw UsageError("--master-port " + std::to_string(o->master_port) +
+                     " is the port of the rendezvous endpoint " + o->rdzv_endpoint +
+                     ", where node 0's coordinator listens: give the ranks another one, or leave "
+                     "it out for a free one");
+  }
+  const char* pet_port = Has(env, "PET_MASTER_PORT") ? "PET_MASTER_PORT" : "MASTER_PORT";
+  if (Has(env, "PET_NNODES") && Has(env, pet_port) &&
+      env.at(pet_port) == std::to_string(coordinator_port)) {
+    // torchrun's agent would host its store there and hand the ranks the same port.
+    o->notes.push_back("Kubeflow: dlaunch's coordinator listens on the rendezvous endpoint " +
+                       o->rdzv_endpoint + " (" + pet_port + "), so the ranks' MASTER_PORT is " +
+                       (o->master_port ? "--master-port's " + std::to_string(o->master_port)
+                                       : std::string("another port of node 0, free at the start")) +
+                       ", where rank 0's TCPStore listens");
+  }
   setup.endpoint = o->rdzv_endpoint;
   return setup;
 }

@@ -31,6 +31,14 @@ std::map<std::string, std::string> CurrentEnv();
 // (blocking until every launcher has called it). Throws UsageError for what is missing or wrong.
 NodeSetup ResolveNodeSetup(LaunchOptions* o);
 
+// One node with --rdzv-endpoint HOST:PORT (torchrun's c10d rendezvous on one machine, or a
+// PyTorchJob of one replica): the ranks get MASTER_PORT=PORT and, when HOST names this machine,
+// MASTER_ADDR=HOST, unless --master-port or --master-addr say otherwise. The port is free for
+// rank 0's store: the coordinator of a single node listens on a loopback port the kernel picks,
+// and the port is checked free before any rank starts. Throws UsageError for a malformed endpoint.
+// Blocks for a name lookup of HOST.
+void ApplySingleNodeEndpoint(LaunchOptions* o);
+
 // host:port -> {host, port}; throws UsageError naming --rdzv-endpoint.
 std::pair<std::string, int> SplitEndpoint(const std::string& endpoint);
 

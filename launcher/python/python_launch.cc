@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "core/base/files.h"
@@ -88,14 +87,41 @@ Interpreter ResolveInterpreter(const LaunchOptions& o) {
   return in;
 }
 
-bool ImportsTorch(const std::string& script) {
-  std::ifstream in(script);
-  static const std::regex torch_import(R"(^\s*(import\s+torch\b|from\s+torch\b))");
-  std::string line;
-  for (int n = 0; n < 5000 && std::getline(in, line); ++n) {
-    if (std::regex_search(line, torch_import)) return true;
-  }
-  return false;
+bool ImportsTorch(const std::string& script, const std::string& interpreter) {
+  // Most scripts never name torch: they cost no interpreter run.
+  std::string text;
+  base::ReadFileBounded(script, size_t{64} << 20, &text);  // a longer script: its first 64 MiB
+  if (text.find("torch") == std::string::npos) return false;
+  // The interpreter parses the script as it will run it (its own grammar, any layout) and looks
+  // for torch in import statements and in importlib.import_module / __import__ calls with a
+  // literal name. An import inside a try that catches ImportError is optional, not needed. Exit
+  // 0: imports torch; 3: does not; anything else (a syntax error): left to the rank to report.
+  static const char* kProbe = R"(import ast, sys
+tree = ast.parse(open(sys.argv[1], 'rb').read())
+CATCH = ('ImportError', 'ModuleNotFoundError', 'Exception', 'BaseException')
+def torch(name):
+    return isinstance(name, str) and name.split('.')[0] == 'torch'
+def catches_import_error(handler):
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(getattr(k, 'id', '') in CATCH for k in kinds)
+optional = set()
+for n in ast.walk(tree):
+    if isinstance(n, ast.Try) and any(map(catches_import_error, n.handlers)):
+        optional.update(id(m) for b in n.body for m in ast.walk(b))
+def needs(n):
+    if isinstance(n, ast.Import):
+        return any(torch(a.name) for a in n.names)
+    if isinstance(n, ast.ImportFrom):
+        return not n.level and torch(n.module)
+    if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant):
+        f = n.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, 'id', '')
+        return name in ('import_module', '__import__') and torch(n.args[0].value)
+    return False
+sys.exit(0 if any(needs(n) for n in ast.walk(tree) if id(n) not in optional) else 3)
+)";
+  return RunCaptured({interpreter, "-I", "-c", kProbe, script}, std::chrono::seconds(20))
+             .exit_code == 0;
 }
 
 std::vector<std::string> PythonArgv(const LaunchOptions& o, const Interpreter& interpreter) {
@@ -107,7 +133,7 @@ std::vector<std::string> PythonArgv(const LaunchOptions& o, const Interpreter& i
     if (::access(target.c_str(), R_OK) != 0) {
       throw UsageError("script '" + target + "' does not exist or is not readable");
     }
-    if (!fs::is_directory(target) && ImportsTorch(target) &&
+    if (!fs::is_directory(target) && ImportsTorch(target, interpreter.path) &&
         !PythonHasModule(interpreter.path, "torch")) {
       const std::string others = InterpretersWithTorch(interpreter.path);
       throw UsageError(

@@ -31,8 +31,12 @@ Interpreter ResolveInterpreter(const LaunchOptions& o);
 // interpreter run in that case (a module lookup, not an import of torch).
 std::vector<std::string> PythonArgv(const LaunchOptions& o, const Interpreter& interpreter);
 
-// Whether `script` imports torch (an `import torch` or `from torch` line).
-bool ImportsTorch(const std::string& script);
+// Whether `script` needs torch, as `interpreter` parses it: an import statement of torch (any
+// form: `import os, torch`, `from torch.nn import ...`, inside a function), or
+// importlib.import_module("torch") / __import__("torch"), outside a try that catches
+// ImportError. Blocks for one short interpreter run (no import of torch), and only when the
+// script's text names torch at all; false when the interpreter cannot parse it.
+bool ImportsTorch(const std::string& script, const std::string& interpreter);
 
 // The rank agent's folder (holding sitecustomize.py and dlaunch/), found next to the binaries:
 // $DLAUNCH_PYTHON_AGENT_DIR, <bin>/../share/dlaunch/python, <bin>/python, <bin>/../python.

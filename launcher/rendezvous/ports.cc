@@ -27,6 +27,10 @@ sockaddr_in Address(const std::string& host, int port) {
 
 bool PortIsFree(const std::string& host, int port) {
   base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // As the TCPStore and gRPC servers bind: a port whose last connections linger in TIME_WAIT is
+  // free for them, one something listens on is not.
+  const int on = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   sockaddr_in addr = Address(host, port);
   return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }

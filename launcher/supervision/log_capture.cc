@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <map>
 
 namespace dlaunch::launcher {
 
@@ -33,13 +35,51 @@ std::optional<std::string> LineSplitter::Flush() {
   return rest;
 }
 
-std::string PrefixLines(int rank, const std::vector<std::string>& lines) {
-  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+std::string PrefixLines(const std::string& prefix, const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) {
     out += prefix;
     out += l;
     out += '\n';
+  }
+  return out;
+}
+
+std::string DefaultLinePrefix(int rank) { return "[rank " + std::to_string(rank) + "] "; }
+
+std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role_name, int rank,
+                             int local_rank) {
+  const std::map<std::string, std::string> values = {{"role_name", role_name},
+                                                     {"rank", std::to_string(rank)},
+                                                     {"local_rank", std::to_string(local_rank)}};
+  // string.Template's identifiers: [_a-z][_a-z0-9]*, ASCII, either case.
+  auto ident_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < tmpl.size();) {
+    if (tmpl[i] != '$' || i + 1 == tmpl.size()) {
+      out += tmpl[i++];
+      continue;
+    }
+    if (tmpl[i + 1] == '$') {
+      out += '$';
+      i += 2;
+      continue;
+    }
+    const bool braced = tmpl[i + 1] == '{';
+    const size_t start = i + (braced ? 2 : 1);
+    size_t end = start;
+    if (end < tmpl.size() && ident_start(tmpl[end])) {
+      while (end < tmpl.size() && ident_char(tmpl[end])) ++end;
+    }
+    const bool closed = !braced || (end < tmpl.size() && tmpl[end] == '}');
+    auto it = end > start && closed ? values.find(tmpl.substr(start, end - start)) : values.end();
+    if (it == values.end()) {  // not one of ours, or not an identifier: kept as written
+      out += tmpl[i++];
+      continue;
+    }
+    out += it->second;
+    i = end + (braced ? 1 : 0);
   }
   return out;
 }

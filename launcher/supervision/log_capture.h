@@ -23,9 +23,18 @@ class LineSplitter {
   std::string partial_;
 };
 
-// "[rank R] line\n" for each line, as one string to hand to a single write(2), so no other
+// "<prefix>line\n" for each line, as one string to hand to a single write(2), so no other
 // rank's bytes can land inside a line.
-std::string PrefixLines(int rank, const std::vector<std::string>& lines);
+std::string PrefixLines(const std::string& prefix, const std::vector<std::string>& lines);
+// "[rank R] ", the prefix of a rank's console lines when nothing else is asked for.
+std::string DefaultLinePrefix(int rank);
+
+// torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with Python's string.Template.safe_substitute:
+// ${role_name} or $role_name, ${rank}, ${local_rank} are replaced, "$$" is "$", anything else
+// stays as written. The result is the whole prefix, as torchrun prints it ("[${rank}]:" gives
+// "[3]:line"). Pure.
+std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role_name, int rank,
+                             int local_rank);
 
 // Writes all of `data` to fd, retrying short writes and EINTR. Returns false on error.
 bool WriteAll(int fd, std::string_view data);

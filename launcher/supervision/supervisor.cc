@@ -289,7 +289,9 @@ class Supervisor::Attempt {
       if (r.console) {
         const SupervisorOptions& o = sup_.options_;
         const bool to_err = s.is_err || o.document_rank >= 0;
-        WriteAll(to_err ? o.console_err : o.console_out, PrefixLines(r.spec->rank, lines));
+        const std::string& prefix = r.spec->console_prefix;
+        WriteAll(to_err ? o.console_err : o.console_out,
+                 PrefixLines(prefix.empty() ? DefaultLinePrefix(r.spec->rank) : prefix, lines));
       }
     }
     if (!open) {

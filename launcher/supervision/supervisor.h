@@ -24,7 +24,8 @@ struct RankSpec {
   int rank = 0;
   int local_rank = 0;
   ProcessSpec process;
-  std::string rank_dir;  // stdout.log and stderr.log go here
+  std::string rank_dir;        // stdout.log and stderr.log go here
+  std::string console_prefix;  // in front of each console line; "" = "[rank R] "
 };
 
 struct RankOutcome {

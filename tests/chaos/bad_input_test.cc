@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <functional>
 #include <random>
 
+#include "launcher/options.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
 #include "tests/common/test_dir.h"
@@ -106,6 +108,35 @@ std::string Show(const Args& a) {
   return s;
 }
 
+// Runs dlaunch with `args` (and `env`, KEY=VAL) and checks it refused them as bad input should:
+// exit 2, a first stderr line "dlaunch...", nothing on stdout, no run directory in `logs`, and
+// `want` in the message when given. Records the trial for RELIABILITY.md.
+bool RefusedBeforeStart(const fs::path& logs, const Args& args,
+                        const std::vector<std::string>& env = {}, const std::string& want = "") {
+  Args argv = {DLAUNCH_BIN, "--log-dir", logs.string()};
+  if (!args.empty() && args[0] == "diagnose") argv = {DLAUNCH_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Launched l(argv, env);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = l.Wait(seconds(20));
+  const int64_t ms = MsSince(t0);
+  std::error_code ec;
+  const bool no_run_dir = !fs::exists(logs, ec) || fs::is_empty(logs, ec);
+  const bool one_line = !l.err_lines.empty() && l.err_lines[0].rfind("dlaunch", 0) == 0;
+  const bool named = want.empty() || l.err_text().find(want) != std::string::npos;
+  const bool ok = code == 2 && no_run_dir && one_line && named && l.out_lines.empty();
+  Record({{"fault", "bad command line"},
+          {"right", ok},
+          {"exit_code", code},
+          {"ms", ms},
+          {"crash", code < 0 || code >= 128}});
+  EXPECT_TRUE(ok) << Show(args) << " -> exit " << code << " in " << ms << " ms"
+                  << (named ? "" : ", without '" + want + "'") << "\n"
+                  << l.err_text();
+  fs::remove_all(logs, ec);
+  return ok;
+}
+
 TEST(ChaosBadInputTest, EveryBadCommandLineIsExitTwoBeforeAnyRank) {
   TestDir dir("chaos-cli");
   const fs::path logs = dir.path() / "logs";
@@ -114,29 +145,71 @@ TEST(ChaosBadInputTest, EveryBadCommandLineIsExitTwoBeforeAnyRank) {
   const size_t step = LongCampaign() ? 1 : 5;
   int right = 0, tried = 0;
   for (size_t i = 0; i < cases.size(); i += step) {
-    Args argv = {DLAUNCH_BIN, "--log-dir", logs.string()};
-    if (!cases[i].empty() && cases[i][0] == "diagnose") argv = {DLAUNCH_BIN};
-    argv.insert(argv.end(), cases[i].begin(), cases[i].end());
-    Launched l(argv);
-    const auto t0 = std::chrono::steady_clock::now();
-    const int code = l.Wait(seconds(20));
-    const int64_t ms = MsSince(t0);
-    std::error_code ec;
-    const bool no_run_dir = !fs::exists(logs, ec) || fs::is_empty(logs, ec);
-    const bool one_line = !l.err_lines.empty() && l.err_lines[0].rfind("dlaunch", 0) == 0;
-    const bool ok = code == 2 && no_run_dir && one_line && l.out_lines.empty();
-    right += ok;
+    right += RefusedBeforeStart(logs, cases[i]);
     ++tried;
-    Record({{"fault", "bad command line"},
-            {"right", ok},
-            {"exit_code", code},
-            {"ms", ms},
-            {"crash", code < 0 || code >= 128}});
-    EXPECT_TRUE(ok) << Show(cases[i]) << " -> exit " << code << " in " << ms << " ms\n"
-                    << l.err_text();
-    fs::remove_all(logs, ec);
   }
   EXPECT_EQ(right, tried);
+}
+
+// What only a rank used to find (#28, #30): data that cannot fill one step, options that need
+// image data, a GPU or another backend, and torchrun spellings and PET_* variables with bad
+// values. Each is refused before start, in words that name the input as the user gave it.
+TEST(ChaosBadInputTest, WhatTheRanksWouldFindIsRefusedBeforeStart) {
+  TestDir dir("chaos-early");
+  const fs::path logs = dir.path() / "logs";
+  const std::string csv = (dir.path() / "three.csv").string();
+  std::ofstream(csv) << "0.1,0.2,0.3,1\n0.3,0.2,0.1,0\n";
+  struct Case {
+    Args args;
+    std::vector<std::string> env;
+    std::string want;
+  };
+  const std::vector<std::string> token = {"DLAUNCH_JOB_TOKEN=chaos-early-token-0123456789"};
+  std::vector<Case> cases = {
+      {{"--skip-doctor", "train", "--data", "synthetic", "--batch-size", "100000"},
+       {},
+       "do not fill one step of --batch-size 100000"},
+      {{"--skip-doctor", "--nproc", "2", "train", "--data", "synthetic", "--samples", "100",
+        "--batch-size", "40", "--grad-accum", "2"},
+       {},
+       "100 samples over 2 ranks"},
+      {{"--skip-doctor", "--nnodes", "1:2", "--nproc", "2", "train", "--data", "synthetic",
+        "--samples", "100", "--batch-size", "64"},
+       {},
+       "over 2 ranks"},
+      {{"--skip-doctor", "train", "--data", "synthetic", "--augment"}, {}, "--augment"},
+      {{"--skip-doctor", "train", "--data", csv, "--model", "cnn"}, {}, "--model cnn"},
+      {{"--skip-doctor", "train", "--transport", "shm", "--backend", "nccl", "--device", "cuda"},
+       {},
+       "--transport shm"},
+      {{"--skip-doctor", "train", "--fail-at-step", "-3"}, {}, "--fail-at-step"},
+      {{"--skip-doctor", "preflight", "--transport", "shm", "--backend", "nccl"},
+       {},
+       "--transport shm"},
+      {{"--rdzv-conf", "bogus=1", "true"}, {}, "unknown key 'bogus'"},
+      {{"--rdzv_conf", "timeout=soon", "true"}, {}, "timeout must be a number"},
+      {{"--rdzv-conf", "read_timeout", "true"}, {}, "read_timeout needs a value"},
+      {{"--start_method", "thread", "true"}, {}, "--start-method"},
+      {{"--role", "", "true"}, {}, "--role"},
+      {{"--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "127.0.0.1:29391", "--master-port",
+        "29391", "true"},
+       token,
+       "where node 0's coordinator listens"},
+      {{"true"}, {"PET_NPROC_PER_NODE=abc"}, "PET_NPROC_PER_NODE: "},
+      {{"true"}, {"PET_NPROC_PER_NODE=0"}, "PET_NPROC_PER_NODE: "},
+      {{"true"}, {"PET_START_METHOD=thread"}, "PET_START_METHOD: "},
+      {{"true"}, {"PET_RDZV_CONF=timeout=x"}, "PET_RDZV_CONF: "},
+      {{"diagnose", "--world-size", "-1", "."}, {}, "--world-size"},
+      {{"--heartbeat-interval", "1e-9", "true"}, {}, "--heartbeat-interval"},
+  };
+  if (!fs::exists(launcher::kNvidiaGpuList) || fs::is_empty(launcher::kNvidiaGpuList)) {
+    cases.push_back({{"--skip-doctor", "train", "--device", "cuda"}, {}, "no GPU"});
+    cases.push_back({{"--skip-doctor", "preflight", "--backend", "nccl"}, {}, "no GPU"});
+    cases.push_back({{"--skip-doctor", "preflight", "-G", "2"}, {}, "-G (--cudagraph"});
+  }
+  int right = 0;
+  for (const Case& c : cases) right += RefusedBeforeStart(logs, c.args, c.env, c.want);
+  EXPECT_EQ(right, static_cast<int>(cases.size()));
 }
 
 // Too few file descriptors for the ranks is a set-up error naming the limit, before any rank.

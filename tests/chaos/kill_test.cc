@@ -23,9 +23,10 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// "[rank 2] ready 4242 4243": the rank's pid, then its child's when it started one.
+// "[rank 2] ready 4242 4243" ("[HOST rank 2] ..." on many nodes): the rank's pid, then its
+// child's when it started one.
 std::map<int, std::vector<pid_t>> ReadyPids(const std::vector<std::string>& lines) {
-  static const std::regex ready(R"(^\[rank (\d+)\] ready((?: \d+)+)\s*$)");
+  static const std::regex ready(R"(^\[(?:\S+ )?rank (\d+)\] ready((?: \d+)+)\s*$)");
   std::map<int, std::vector<pid_t>> out;
   for (const std::string& l : lines) {
     std::smatch m;

@@ -40,7 +40,10 @@ TEST(ElasticOptionsTest, RdzvConfTakesTorchrunsTimeouts) {
   EXPECT_EQ(o.close_timeout, milliseconds(2000));
   EXPECT_EQ(ParseCommandLine({"--rdzv_conf=last_call_timeout=1", "prog"}).last_call_timeout,
             milliseconds(1000));
-  for (const char* bad : {"timeout=3", "join_timeout", "join_timeout=x", "last_call_timeout=-1",
+  // torchrun's `timeout` is the join timeout (#28).
+  EXPECT_EQ(ParseCommandLine({"--rdzv-conf", "timeout=3", "prog"}).join_timeout,
+            milliseconds(3000));
+  for (const char* bad : {"timeout=x", "join_timeout", "join_timeout=x", "last_call_timeout=-1",
                           "close_timeout=inf"}) {
     EXPECT_THROW(ParseCommandLine({"--rdzv-conf", bad, "prog"}), UsageError) << bad;
   }

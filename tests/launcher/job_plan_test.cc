@@ -141,5 +141,28 @@ TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
   EXPECT_TRUE(Plan(o).ShouldRestart(0, 3, false, true));
 }
 
+// --role reaches ROLE_NAME; the console prefix follows torchrun's template when the launcher's
+// environment sets one, else "[rank R] " with the role and, on many nodes, the host.
+TEST(JobPlanTest, RoleNameAndConsolePrefix) {
+  EXPECT_EQ(Plan(Options(1)).JobVariables(Plan(Options(1)).ranks()[0], 0)["ROLE_NAME"], "default");
+  EXPECT_EQ(Plan(Options(1)).ConsolePrefix(Plan(Options(1)).ranks()[0], "h"), "[rank 0] ");
+
+  LaunchOptions o = Options(2, 2, 1);
+  o.role = "trainer";
+  o.role_given = true;
+  JobPlan multi = Plan(o, NodeRoleKind::kJoiningNode);
+  EXPECT_EQ(multi.JobVariables(multi.ranks()[1], 0)["ROLE_NAME"], "trainer");
+  EXPECT_EQ(multi.ConsolePrefix(multi.ranks()[1], "gpu07"), "[gpu07 trainer rank 3] ");
+
+  JobPlan templated =
+      Plan(o, NodeRoleKind::kJoiningNode,
+           {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${role_name}${local_rank}|${rank}]:"}});
+  EXPECT_EQ(templated.ConsolePrefix(templated.ranks()[1], "gpu07"), "[trainer1|3]:");
+  // An empty template is no template.
+  JobPlan blank =
+      Plan(Options(1), NodeRoleKind::kSingleNode, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", ""}});
+  EXPECT_EQ(blank.ConsolePrefix(blank.ranks()[0], "h"), "[rank 0] ");
+}
+
 }  // namespace
 }  // namespace dlaunch::launcher

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include <regex>
 #include <set>
 
+#include "launcher/rendezvous/ports.h"
 #include "launcher/supervision/placement.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
@@ -219,6 +221,29 @@ TEST_F(LauncherTest, QuietAndRanksFilterLimitTheConsoleOnly) {
   Launched q(Cmd({"--nproc", "2", "--quiet", TEST_RANK_BIN, "env"}));
   ASSERT_EQ(q.Wait(seconds(30)), 0);
   EXPECT_TRUE(q.out_lines.empty());
+}
+
+// torchrun's spellings on one node (#28): --rdzv_endpoint is the ranks' MASTER_ADDR/PORT, --role
+// their ROLE_NAME, TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE their console prefix; --rdzv_conf
+// timeout and --start_method fork are accepted, what does nothing here said once on stderr.
+TEST_F(LauncherTest, TorchrunSpellingsReachTheRanksOnOneNode) {
+  const std::string port = std::to_string(launcher::PickFreePort("127.0.0.1"));
+  Launched l(Cmd({"--nproc", "2", "--rdzv_endpoint", "localhost:" + port, "--rdzv_conf",
+                  "timeout=60,read_timeout=5", "--start_method", "fork", "--role", "trainer", "--",
+                  "/bin/sh", "-c", "echo \"master $MASTER_ADDR:$MASTER_PORT $ROLE_NAME\""}),
+             {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=<${role_name}/${local_rank}/${rank}> "});
+  ASSERT_EQ(l.Wait(seconds(30)), 0) << l.err_text();
+  for (int r = 0; r < 2; ++r) {
+    const std::string want = "<trainer/" + std::to_string(r) + "/" + std::to_string(r) +
+                             "> master localhost:" + port + " trainer";
+    EXPECT_NE(std::find(l.out_lines.begin(), l.out_lines.end(), want), l.out_lines.end())
+        << want << "\n"
+        << l.err_text();
+  }
+  EXPECT_NE(l.err_text().find("dlaunch: --rdzv-conf read_timeout has no effect under dlaunch"),
+            std::string::npos)
+      << l.err_text();
+  EXPECT_NE(l.err_text().find("dlaunch: --start-method fork: "), std::string::npos);
 }
 
 TEST_F(LauncherTest, RestartsRerunAllRanksWithTheAttemptNumber) {

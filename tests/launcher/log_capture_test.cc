@@ -28,7 +28,20 @@ TEST(LineSplitterTest, CutsRunawayLines) {
 }
 
 TEST(PrefixLinesTest, PrefixesEachLine) {
-  EXPECT_EQ(PrefixLines(3, {"a", "b"}), "[rank 3] a\n[rank 3] b\n");
+  EXPECT_EQ(PrefixLines(DefaultLinePrefix(3), {"a", "b"}), "[rank 3] a\n[rank 3] b\n");
+  EXPECT_EQ(PrefixLines("[3]:", {"a"}), "[3]:a\n");
+}
+
+// torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, as Python's Template.safe_substitute reads it.
+TEST(PrefixLinesTest, TorchrunTemplateIsExpandedAsPythonDoes) {
+  EXPECT_EQ(ExpandLinePrefix("[${role_name}${local_rank}]:", "default", 5, 1), "[default1]:");
+  EXPECT_EQ(ExpandLinePrefix("[${rank}]:", "trainer", 5, 1), "[5]:");
+  EXPECT_EQ(ExpandLinePrefix("$role_name-$rank/$local_rank ", "t", 12, 0), "t-12/0 ");
+  // Unknown names, "$$", a lone "$", an unclosed brace and other cases stay as Python keeps them.
+  EXPECT_EQ(ExpandLinePrefix("${host} $$ $ ${rank $RANK $1 $", "r", 2, 0),
+            "${host} $ $ ${rank $RANK $1 $");
+  EXPECT_EQ(ExpandLinePrefix("${rank}${rank}$ranks", "r", 7, 0), "77$ranks");
+  EXPECT_EQ(ExpandLinePrefix("", "r", 7, 0), "");
 }
 
 }  // namespace

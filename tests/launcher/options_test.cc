@@ -86,5 +86,51 @@ TEST(OptionsTest, RankLists) {
   EXPECT_THROW(ParseRankList("1,"), UsageError);
 }
 
+// torchrun's --rdzv-conf keys: timeout is the join timeout; the keys without a meaning here are
+// accepted with a note saying why; others stay refused, naming every key dlaunch takes.
+TEST(OptionsTest, RdzvConfTakesTorchrunsKeys) {
+  auto o = ParseCommandLine({"--rdzv_conf", "timeout=60,last_call_timeout=5", "prog"}, {});
+  EXPECT_EQ(o.join_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(o.last_call_timeout, std::chrono::seconds(5));
+  EXPECT_TRUE(o.notes.empty());
+  EXPECT_EQ(ParseCommandLine({"--rdzv-conf", "join_timeout=7", "prog"}, {}).join_timeout,
+            std::chrono::seconds(7));
+  auto noted = ParseCommandLine(
+      {"--rdzv-conf", "read_timeout=30,is_host=true,keep_alive_interval=5,keep_alive_max_attempt=3",
+       "prog"},
+      {});
+  ASSERT_EQ(noted.notes.size(), 4u);
+  EXPECT_NE(noted.notes[0].find("read_timeout has no effect under dlaunch: "), std::string::npos)
+      << noted.notes[0];
+  EXPECT_NE(noted.notes[2].find("--heartbeat-interval"), std::string::npos) << noted.notes[2];
+  for (const char* bad : {"timeout=abc", "timeout=-1", "read_timeout", "bogus=1"}) {
+    EXPECT_THROW(ParseCommandLine({"--rdzv-conf", bad, "prog"}, {}), UsageError) << bad;
+  }
+  try {
+    ParseCommandLine({"--rdzv-conf", "bogus=1", "prog"}, {});
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("timeout (or join_timeout)"), std::string::npos);
+  }
+}
+
+// --role and --start-method (both spellings): the role is the ranks'; every start method is
+// accepted, fork and forkserver with a note of what dlaunch does instead.
+TEST(OptionsTest, RoleAndStartMethod) {
+  auto d = ParseCommandLine({"prog"}, {});
+  EXPECT_EQ(d.role, "default");
+  EXPECT_FALSE(d.role_given);
+  auto o = ParseCommandLine({"--role", "trainer", "--start_method", "spawn", "prog"}, {});
+  EXPECT_EQ(o.role, "trainer");
+  EXPECT_TRUE(o.role_given);
+  EXPECT_TRUE(o.notes.empty());
+  auto f = ParseCommandLine({"--start-method", "fork", "prog"}, {});
+  ASSERT_EQ(f.notes.size(), 1u);
+  EXPECT_NE(f.notes[0].find("fresh process"), std::string::npos) << f.notes[0];
+  EXPECT_EQ(ParseCommandLine({"--start-method=forkserver", "prog"}, {}).notes.size(), 1u);
+  EXPECT_THROW(ParseCommandLine({"--start-method", "thread", "prog"}, {}), UsageError);
+  EXPECT_THROW(ParseCommandLine({"--role", "", "prog"}, {}), UsageError);
+  EXPECT_THROW(ParseCommandLine({"--role", "a b", "prog"}, {}), UsageError);
+}
+
 }  // namespace
 }  // namespace dlaunch::launcher

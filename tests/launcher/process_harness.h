@@ -174,10 +174,11 @@ inline std::vector<std::string> TwoNodeArgv(const std::string& bin, int node,
           "job"};
 }
 
-// pids of the ranks, from their "ready PID" console lines (the console prefixes "[rank R] ").
+// pids of the ranks, from their "ready PID" console lines (prefixed "[rank R] ", or
+// "[HOST rank R] " on many nodes).
 inline std::map<int, pid_t> ReadyPids(const std::vector<std::string>& lines) {
   std::map<int, pid_t> pids;
-  std::regex re(R"(\[rank (\d+)\] ready (\d+).*)");
+  std::regex re(R"(\[(?:\S+ )?rank (\d+)\] ready (\d+).*)");
   std::smatch m;
   for (const auto& l : lines)
     if (std::regex_match(l, m, re)) pids[std::stoi(m[1])] = std::stoi(m[2]);

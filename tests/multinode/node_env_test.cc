@@ -1,6 +1,10 @@
 #include "launcher/job/node_env.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -67,6 +71,57 @@ TEST(SchedulerEnvTest, CommandLineWinsAndBadValuesAreErrors) {
   EXPECT_THROW(
       ApplySchedulerEnv({{"OMPI_COMM_WORLD_SIZE", "two"}, {"OMPI_COMM_WORLD_RANK", "0"}}, &bad),
       UsageError);
+}
+
+// One node with torchrun's --rdzv-endpoint: the ranks' MASTER_ADDR/PORT come from it, unless
+// --master-addr/--master-port say otherwise; a host of another machine leaves MASTER_ADDR alone.
+TEST(SingleNodeEndpointTest, EndpointIsTheRanksMaster) {
+  LaunchOptions o = ParseCommandLine({"--rdzv_endpoint", "localhost:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&o);
+  EXPECT_EQ(o.master_addr, "localhost");
+  EXPECT_EQ(o.master_port, 29512);
+  EXPECT_TRUE(o.notes.empty());
+
+  LaunchOptions given = ParseCommandLine({"--rdzv-endpoint", "localhost:29512", "--master-port",
+                                          "29600", "--master-addr", "127.0.0.1", "prog"},
+                                         {});
+  ApplySingleNodeEndpoint(&given);
+  EXPECT_EQ(given.master_addr, "127.0.0.1");
+  EXPECT_EQ(given.master_port, 29600);
+
+  LaunchOptions remote = ParseCommandLine({"--rdzv-endpoint", "192.0.2.1:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&remote);
+  EXPECT_EQ(remote.master_addr, "127.0.0.1");
+  EXPECT_EQ(remote.master_port, 29512);
+  ASSERT_EQ(remote.notes.size(), 1u);
+  EXPECT_NE(remote.notes[0].find("is not this machine"), std::string::npos) << remote.notes[0];
+
+  // A port something listens on cannot be rank 0's store: refused, naming the endpoint.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  LaunchOptions busy = ParseCommandLine(
+      {"--rdzv-endpoint", "localhost:" + std::to_string(ntohs(addr.sin_port)), "prog"}, {});
+  try {
+    ApplySingleNodeEndpoint(&busy);
+    ADD_FAILURE() << "a busy endpoint port was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the port is in use"), std::string::npos) << e.what();
+  }
+  ::close(listener);
+
+  LaunchOptions bad = ParseCommandLine({"--rdzv-endpoint", "nocolon", "prog"}, {});
+  EXPECT_THROW(ApplySingleNodeEndpoint(&bad), UsageError);
+  // Many nodes: the endpoint is the coordinator's, not the ranks'.
+  LaunchOptions multi = ParseCommandLine(
+      {"--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "localhost:29512", "prog"}, {});
+  ApplySingleNodeEndpoint(&multi);
+  EXPECT_EQ(multi.master_port, 0);
 }
 
 }  // namespace

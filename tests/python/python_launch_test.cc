@@ -2,6 +2,7 @@
 // from, -u, -m, --run-path, the @record error file in the root cause, refusals before launch.
 #include <gmock/gmock.h>
 
+#include "launcher/rendezvous/ports.h"
 #include "python_test_util.h"
 
 namespace dlaunch::testing {
@@ -64,6 +65,48 @@ TEST_F(PythonLaunchTest, TorchScriptWhoseInterpreterLacksTorchIsRefused) {
   EXPECT_THAT(l.err_text(), HasSubstr("record_error.py imports torch, but " + fake.string()));
   EXPECT_THAT(l.err_text(), HasSubstr("Fix: "));
   EXPECT_FALSE(std::filesystem::exists(RankDir(0)));
+}
+
+// The interpreter itself finds torch in every form of import (#28), and an import a script
+// guards with `except ImportError` is not a need.
+TEST_F(PythonLaunchTest, EveryFormOfTorchImportIsFoundByTheInterpreter) {
+  const auto fake = dir_ / "python-without-torch";
+  std::ofstream(fake) << "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  auto script = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  };
+  for (const std::string& s :
+       {script("comma.py", "import os, time, torch\n"),
+        script("importlib.py", "import importlib\nt = importlib.import_module(\"torch\")\n"),
+        script("dunder.py", "def f():\n    return __import__('torch.distributed')\nf()\n"),
+        script("from.py", "if True:\n  from torch.nn import Linear\n")}) {
+    Launched l(Cmd({"--python", fake.string(), s}, false));
+    EXPECT_EQ(l.Wait(seconds(30)), 2) << s << "\n" << l.err_text();
+    EXPECT_THAT(l.err_text(), HasSubstr(s + " imports torch, but " + fake.string()));
+  }
+  for (const std::string& s :
+       {script("guarded.py", "try:\n    import torch\nexcept ImportError:\n    torch = None\n"),
+        script("comment.py", "# torch is not needed here\nprint('torch-free')\n")}) {
+    Launched l(Cmd({"--python", fake.string(), s}, false));
+    EXPECT_EQ(l.Wait(seconds(30)), 0) << s << "\n" << l.err_text();
+  }
+}
+
+// On one node, torchrun's --rdzv_endpoint is where rank 0's TCPStore listens (#28): a gloo
+// process group meets at that port.
+TEST_F(PythonLaunchTest, SingleNodeRendezvousEndpointIsTheRanksMasterPort) {
+  const std::string port = std::to_string(launcher::PickFreePort("127.0.0.1"));
+  std::ofstream(dir_ / "meet.py")
+      << "import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+         "dist.barrier()\nprint('met at', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'],"
+         " 'world', dist.get_world_size())\n";
+  Launched l(Cmd({"--nproc", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:" + port,
+                  (dir_ / "meet.py").string()}));
+  ASSERT_EQ(l.Wait(seconds(90)), 0) << l.err_text();
+  EXPECT_THAT(ReadText(RankDir(1) / "stdout.log"),
+              HasSubstr("met at localhost " + port + " world 2"));
 }
 
 TEST_F(PythonLaunchTest, BadPythonFlagsExitTwo) {

@@ -300,6 +300,11 @@ PreflightOptions ParsePreflightArgs(const std::vector<std::string>& args, int wo
   if (o.transport != "auto" && o.transport != "shm" && o.transport != "tcp") {
     throw UsageError("preflight: unknown --transport '" + o.transport + "' (auto, shm, tcp)");
   }
+  if (o.transport == "shm" && o.backend == "nccl") {
+    throw UsageError(
+        "preflight: --transport shm is the gloo backend's; nccl picks its own paths (drop "
+        "--transport, or give --backend gloo)");
+  }
   if (world_size > 0) {
     if (o.root >= world_size) {
       throw UsageError("preflight: --root " + std::to_string(o.root) +

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <sstream>
@@ -188,6 +189,9 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& args) {
   Require(o.transport == "auto" || o.transport == "shm" || o.transport == "tcp",
           "--transport must be auto, shm or tcp");
   Require(o.backend != "nccl" || o.device == "cuda", "--backend nccl needs --device cuda");
+  Require(o.transport != "shm" || o.backend == "gloo" || (o.backend == "auto" && o.device == "cpu"),
+          "--transport shm is the gloo backend's, and this run trains on nccl (--device cuda): "
+          "drop --transport, or give --backend gloo");
   Require(std::isfinite(o.collective_timeout_s) && o.collective_timeout_s > 0 &&
               o.collective_timeout_s <= 7 * 24 * 3600,
           "--timeout must be > 0 and at most a week");
@@ -222,22 +226,45 @@ DataSource ResolveDataSource(const TrainOptions& o) {
   return s;
 }
 
-TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size) {
+TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size,
+                               int fewest_ranks) {
   TrainOptions o = ParseTrainOptions(args);
   if (o.help) return o;
   DataSource s = ResolveDataSource(o);
   // What the model's shapes follow from, as far as known without reading all the data.
   ShapeKey key{o.model, 0, 0, o.model == "mlp" ? o.hidden : int64_t{0}};
+  int64_t samples = o.samples;
+  int64_t side = o.image_size;  // of square images; 0: the data are not square images
   if (s.kind == DataSource::Kind::kIdx) {
     const IdxHeader h = ReadIdxHeader(CheckIdxDataDir(s.path).train_images, 3);
     key.feature_dim = h.dims[1] * h.dims[2];
+    samples = h.dims[0];
+    side = std::min(h.dims[1], h.dims[2]);
   } else if (s.kind == DataSource::Kind::kCsv) {
     const DataSet d = ReadDataSetFile(s.path);
     key.feature_dim = d.feature_dim;
     key.classes = d.classes;
+    samples = d.size;
+    side = std::llround(std::sqrt(static_cast<double>(d.feature_dim)));
+    if (side * side != d.feature_dim) side = 0;
   } else {
     key.feature_dim = o.model == "mlp" ? o.features : o.image_size * o.image_size;
     key.classes = o.classes;
+  }
+  // What the trainer would find only after every rank loaded the data.
+  Require(!o.augment || s.kind == DataSource::Kind::kIdx,
+          "--augment needs image data (--data fashion-mnist or --data-dir)");
+  Require(o.model == "mlp" || side >= 8,
+          "--model " + o.model + " needs square images of at least 8 x 8 pixels, and " + s.path +
+              " has " + std::to_string(key.feature_dim) + " features (use --model mlp)");
+  const int ranks = world_size > 0 ? world_size : fewest_ranks;
+  if (ranks > 0) {
+    const int64_t per_rank = (samples + ranks - 1) / ranks;  // DistributedSampler's share
+    Require(per_rank >= o.batch_size * o.grad_accum,
+            std::to_string(samples) + " samples over " + std::to_string(ranks) +
+                " ranks do not fill one step of --batch-size " + std::to_string(o.batch_size) +
+                " x --grad-accum " + std::to_string(o.grad_accum) + " (at most " +
+                std::to_string(per_rank / o.grad_accum) + " per rank)");
   }
   struct stat st {};
   const std::string path = CheckpointPath(o.checkpoint_dir);

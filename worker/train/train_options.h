@@ -78,7 +78,10 @@ DataSource ResolveDataSource(const TrainOptions& o);
 // Blocks for short file reads.
 // With --resume, the checkpoint is checked too (checkpoint_file.h: format, CRC-32, model and
 // shapes, batch) against `world_size` ranks (0: not known before an elastic rendezvous).
-TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size = 0);
+// The data must fill one step of every rank of `world_size`, or of `fewest_ranks` (an elastic
+// job's least: the most samples per rank) when the world is not known; 0 and 0: not checked.
+TrainOptions ValidateTrainArgs(const std::vector<std::string>& args, int world_size = 0,
+                               int fewest_ranks = 0);
 
 // The learning rate of optimizer step `step` (0-based) of `total_steps`: linear warm-up over
 // --warmup-steps, then cosine decay to 0, a step decay by --lr-gamma every --lr-step-size steps,
