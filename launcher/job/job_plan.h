@@ -94,6 +94,9 @@ class JobPlan {
   // The whole environment of that rank: launcher_env with JobVariables over it, KEY=VAL.
   std::vector<std::string> RankEnvironment(const RankSlot& slot, int restarts) const;
   const std::vector<std::string>& argv() const { return argv_; }
+  // Whether every rank should load the Python rank agent: a Python entry (not a built-in), an
+  // agent folder found, and neither --no-python-agent nor DLAUNCH_PYTHON_AGENT=0.
+  bool expects_python_agent() const;
 
   // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
   // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.
@@ -106,6 +109,7 @@ class JobPlan {
  private:
   std::map<std::string, std::string> CommonVariables() const;
   void PlanRanks();
+  bool builtin() const;  // train or preflight: dlaunch's own ranks
 
   LaunchOptions options_;
   NodeSetup node_;
