@@ -181,6 +181,9 @@ TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
 TEST(FaultsDiagnosisTest, SharedMemoryPeerLossReadsAsFallout) {
   for (const char* fallout :
        {"shared memory allreduce: rank 2 (pid 4242) died",
+        // as train's rank 1 reported it when rank 2 was SIGKILLed (its watchdog's wording around)
+        "allreduce seq 186 failed on rank 1: shared memory allreduce: rank 2 (pid 29530) died; "
+        "rank 2 missing from seq 186",
         "shared memory allreduce: rank 2 left (its communicator was destroyed)",
         "shared memory barrier: rank 2 aborted its communicator",
         "shared memory allreduce: communicator aborted",
