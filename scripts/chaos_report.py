@@ -78,6 +78,11 @@ huge_string wrote 126 MB of JSON and wide_entries 84 MB.
 | bomb | right | file MiB | peak MiB | run ms | JSON bytes |
 |---|---|---|---|---|---|
 %s""" % BOMB_ROWS
+SHARED_MEMORY = """The shared-memory rows (tests/chaos/shm_rank_test.cc) are 4 ranks of `train --transport shm
+--timeout 5` with `--hang-timeout 30`, rank 2 signalled once training steps. Right means, for the
+kill, exit 1 with rank 2 in the launcher's root cause and the diagnosis (not a peer whose error
+says rank 2 died), and for the stop, exit 3 with a hang diagnosis naming rank 2 (not a peer whose
+error says another rank left after its watchdog fired)."""
 
 try:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -115,6 +120,8 @@ SIGCONT with its SIGTERM, so it cannot hold the teardown for the grace period.
 
 %s
 
+%s
+
 Regenerate with `make chaos` (it runs under `flock /tmp/dlaunch-bench.lock`).
 """ % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows),
-       CONTROL_PLANE, BOMBS))
+       CONTROL_PLANE, BOMBS, SHARED_MEMORY))

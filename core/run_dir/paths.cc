@@ -49,6 +49,7 @@ std::string RankDir::torch_error() const { return Join(path_, "torch_error.json"
 std::string RankDir::heartbeat() const { return Join(path_, "heartbeat.json"); }
 std::string RankDir::dump_request() const { return Join(path_, "dump_request"); }
 std::string RankDir::py_stacks() const { return Join(path_, "py_stacks.txt"); }
+std::string RankDir::agent_error() const { return Join(path_, "agent_error.txt"); }
 std::string RankDir::flight_tail() const { return Join(path_, "flight_tail.jsonl"); }
 std::string RankDir::torch_trace_prefix() const { return Join(path_, "torch_trace_"); }
 

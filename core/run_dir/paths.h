@@ -10,7 +10,7 @@
 //                     nccl.log torch_error.json flight-hang-test.json
 //                     all_reduce_perf.txt ... (rank 0 of preflight: one op's table each)
 //                     heartbeat.json dump_request py_stacks.txt flight_tail.jsonl torch_trace_<R>
-//                     (Python ranks)
+//                     agent_error.txt (Python ranks)
 #pragma once
 
 #include <optional>
@@ -46,6 +46,7 @@ class RankDir {
   std::string heartbeat() const;     // heartbeat.json, rewritten by the agent every interval
   std::string dump_request() const;  // dump_request, replaced by the launcher to ask for a dump
   std::string py_stacks() const;     // py_stacks.txt, the agent's Python stacks on request
+  std::string agent_error() const;   // agent_error.txt, why the agent did not start
   // flight_tail.jsonl, the agent's last entries, written as they change (survives a SIGABRT)
   std::string flight_tail() const;
   // PyTorch's NCCL flight-recorder dumps (TORCH_NCCL_DEBUG_INFO_TEMP_FILE): torch appends the

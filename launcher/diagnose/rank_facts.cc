@@ -204,8 +204,11 @@ bool Vanished(const RankRecord& rec) {
 }  // namespace
 
 bool IsFallout(const std::string& message) {
+  // The shared-memory transport names the peer it lost: "rank 2 (pid 4242) died", "rank 2 left
+  // (its communicator was destroyed)" (core/comm/shm_group.cc).
   static const std::regex fallout(
-      "peer|connection (closed|reset)|broken pipe|timed out|timeout|abort|remote",
+      R"(peer|connection (closed|reset)|broken pipe|timed out|timeout|abort|remote|)"
+      R"(rank \d+ (\(pid \d+\) died|left\b))",
       std::regex::icase);
   return std::regex_search(message, fallout);
 }
@@ -218,16 +221,35 @@ FailureWeight WeightOf(const RankFailure& f) {
 }
 
 int PickRootCause(const std::vector<RankFacts>& facts) {
+  // A collective watchdog that fired says the job hung: an error that reads as losing a peer is
+  // then the hang's fallout (the rank whose watchdog fired left), never its cause.
+  const bool hang = FirstWatchdogExit(facts) >= 0;
   int root = -1;
   auto key = [&](const RankFacts& r) {
     const int64_t at = r.failure.at_unix_ms > 0 ? r.failure.at_unix_ms : INT64_MAX;
     return std::make_tuple(WeightOf(r.failure), at);
   };
   for (size_t i = 0; i < facts.size(); ++i) {
-    if (!facts[i].failed()) continue;
+    if (!facts[i].failed() || (hang && WeightOf(facts[i].failure) == FailureWeight::kFallout)) {
+      continue;
+    }
     if (root < 0 || key(facts[i]) < key(facts[root])) root = static_cast<int>(i);
   }
   return root;
+}
+
+int FirstWatchdogExit(const std::vector<RankFacts>& facts) {
+  int first = -1;
+  auto end = [&](int i) {
+    const RankRecord* rec = facts[i].record;
+    const int64_t at = rec && rec->summary ? rec->summary->end_unix_ms.value_or(0) : 0;
+    return at > 0 ? at : INT64_MAX;
+  };
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (!facts[i].watchdog_exit) continue;
+    if (first < 0 || end(static_cast<int>(i)) < end(first)) first = static_cast<int>(i);
+  }
+  return first;
 }
 
 void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts) {

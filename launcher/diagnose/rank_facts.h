@@ -127,10 +127,15 @@ enum class FailureWeight { kCause, kOwn, kFallout };
 FailureWeight WeightOf(const RankFailure& failure);
 
 // The root cause among `facts`: the strongest failure, then the earliest (unknown times last),
-// then the lowest rank; -1 when none failed. The launcher's root-cause block and the diagnosis
-// both choose through this over the same facts (GatherRunFacts, analyzer.h), so they name the
-// same rank.
+// then the lowest rank; -1 when none failed. Fallout does not count once a rank's collective
+// watchdog fired (FirstWatchdogExit): the job hung, and losing a peer followed from it. The
+// launcher's root-cause block and the diagnosis both choose through this over the same facts
+// (GatherRunFacts, analyzer.h), so they name the same rank.
 int PickRootCause(const std::vector<RankFacts>& facts);
+
+// The rank that exited first (summary.json's end; unknown last) with exit code 3 after its own
+// collective watchdog fired; -1 when none did.
+int FirstWatchdogExit(const std::vector<RankFacts>& facts);
 
 // Ranks of the nodes summary.json calls lost: they are "lost with node N", whatever their node
 // last reported of them (a dead node's last word on a rank is not its exit).

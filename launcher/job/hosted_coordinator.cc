@@ -266,7 +266,9 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
       }
     }
   }
-  const int root = PickRootCause(facts);
+  int root = PickRootCause(facts);
+  // No rank failed by itself, and a watchdog fired: the hang is the verdict (a built-in's exit 3).
+  if (root < 0) root = FirstWatchdogExit(facts);
   if (auto it = index.find(root); it != index.end()) return it->second;
   auto remote = node_of.find(root);
   if (remote == node_of.end()) return fallback;

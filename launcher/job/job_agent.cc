@@ -18,6 +18,7 @@
 #include "core/run_dir/paths.h"
 #include "core/telemetry.h"
 #include "launcher/builtins.h"
+#include "launcher/job/agent_watch.h"
 #include "launcher/job/report.h"
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
@@ -194,6 +195,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
   summary.host = host_;
   SummaryWriter summary_file(plan_.summary_path());
   AttemptReport report;
+  AgentLoadWatch agent_watch;
   for (;;) {
     const Membership m = plan_.membership();
     if (events) events->SetAttempt(m.attempt);
@@ -201,14 +203,21 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     // and which ranks the events file has said started and ended.
     AttemptResult progress;
     std::map<int, int> said;  // rank -> 1 started, 2 exited
+    auto check_agents = [&] {
+      if (plan_.expects_python_agent() && !progress.ranks.empty()) {
+        std::cerr << agent_watch.Check(progress, plan_.ranks(), base::UnixMillis()) << std::flush;
+      }
+    };
     supervisor.on_change = [&, restarts = m.restart_count](const AttemptResult& now) {
       progress = now;
+      check_agents();
       summary_file.WriteProgress(summary, restarts, now);
       if (events) EmitRankEvents(now, host_, events.get(), &said);
       role_->OnRankChange();
     };
     supervisor.on_tick = [&, restarts = m.restart_count, generation = -1]() mutable {
       role_->OnTick();
+      check_agents();
       if (role_->straggler_generation() == generation) return;
       generation = role_->straggler_generation();
       summary.stragglers = role_->Stragglers();

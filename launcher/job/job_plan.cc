@@ -39,6 +39,22 @@ void JobPlan::PlanRanks() {
     ranks_.push_back(RankSlot{rank, local, dir.rank(rank).path()});
   }
   common_ = CommonVariables();
+  // After --env: a PYTHONPATH=... of the user's must not hide the rank agent.
+  if (!builtin()) python::PutAgentFirst(python_agent_dir_, &common_);
+}
+
+bool JobPlan::builtin() const {
+  return options_.command == Command::kTrain || options_.command == Command::kPreflight;
+}
+
+bool JobPlan::expects_python_agent() const {
+  if (python_agent_dir_.empty() || builtin() || !python::IsPythonEntry(options_)) return false;
+  auto it = common_.find("DLAUNCH_PYTHON_AGENT");
+  if (it == common_.end()) {
+    it = launcher_env_.find("DLAUNCH_PYTHON_AGENT");
+    if (it == launcher_env_.end()) return true;
+  }
+  return it->second != "0";
 }
 
 std::string JobPlan::summary_path() const {

@@ -98,6 +98,9 @@ class JobPlan {
   // (${role_name}, ${rank}, ${local_rank}) from launcher_env when set, else "[rank R] ", with
   // --role's name and, when the job spans nodes, `host` in front: "[host trainer rank R] ".
   std::string ConsolePrefix(const RankSlot& slot, const std::string& host) const;
+  // Whether every rank should load the Python rank agent: a Python entry (not a built-in), an
+  // agent folder found, and neither --no-python-agent nor DLAUNCH_PYTHON_AGENT=0.
+  bool expects_python_agent() const;
 
   // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
   // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.
@@ -110,6 +113,7 @@ class JobPlan {
  private:
   std::map<std::string, std::string> CommonVariables() const;
   void PlanRanks();
+  bool builtin() const;  // train or preflight: dlaunch's own ranks
 
   LaunchOptions options_;
   NodeSetup node_;

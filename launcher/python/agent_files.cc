@@ -68,6 +68,7 @@ void ClearAgentFiles(const std::string& rank_dir) {
   fs::remove(dir.heartbeat(), ec);
   fs::remove(dir.py_stacks(), ec);
   fs::remove(dir.flight_tail(), ec);
+  fs::remove(dir.agent_error(), ec);
 }
 
 }  // namespace dlaunch::launcher::python

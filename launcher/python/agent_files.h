@@ -36,8 +36,8 @@ core::Phase PhaseFromName(const std::string& name);
 // flight.json and py_stacks.txt. Never throws (a rank directory that is gone gets no request).
 void RequestAgentDump(const std::string& rank_dir, const std::string& reason);
 
-// Removes what an agent of an earlier attempt left (its heartbeat, Python stacks and flight tail),
-// so that those found are this attempt's.
+// Removes what an agent of an earlier attempt left (its heartbeat, Python stacks, flight tail and
+// the reason it did not start), so that those found are this attempt's.
 void ClearAgentFiles(const std::string& rank_dir);
 
 }  // namespace dlaunch::launcher::python

@@ -178,8 +178,8 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
   };
   set_default("PYTHONUNBUFFERED", "1");
   if (!agent_dir.empty()) {
-    const std::string existing = inherited("PYTHONPATH");
-    (*env)["PYTHONPATH"] = agent_dir + (existing.empty() ? "" : ":" + existing);
+    (*env)["PYTHONPATH"] = inherited("PYTHONPATH");
+    PutAgentFirst(agent_dir, env);
   }
   // Opted out: `import dlaunch` still works (its calls do nothing); the agent does not start.
   if (!agent) (*env)["DLAUNCH_PYTHON_AGENT"] = "0";
@@ -198,6 +198,13 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
     (*env)["DLAUNCH_TORCH_ENV_DEFAULTS"] = "TORCH_NCCL_TRACE_BUFFER_SIZE";
   }
   set_default("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+}
+
+void PutAgentFirst(const std::string& agent_dir, std::map<std::string, std::string>* env) {
+  if (agent_dir.empty()) return;
+  std::string& path = (*env)["PYTHONPATH"];
+  if (path == agent_dir || path.rfind(agent_dir + ":", 0) == 0) return;
+  path = agent_dir + (path.empty() ? "" : ":" + path);
 }
 
 void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::string>& launcher_env,

@@ -53,6 +53,10 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
                const std::map<std::string, std::string>& launcher_env,
                std::map<std::string, std::string>* env);
 
+// Puts `agent_dir` in front of env's PYTHONPATH unless it is first already: --env PYTHONPATH=...
+// replaces the inherited path, never the agent's folder. Nothing when `agent_dir` is "". Pure.
+void PutAgentFirst(const std::string& agent_dir, std::map<std::string, std::string>* env);
+
 // Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE and DLAUNCH_RANK_DIR (so `@record` and
 // the agent still work after os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE and
 // TORCH_FR_DUMP_TEMP_FILE (torch >= 2.5's name) inside the rank directory unless `launcher_env`

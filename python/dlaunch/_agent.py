@@ -5,6 +5,10 @@ It keeps the flight recorder, and talks to the launcher through files of the ran
 periodically and on request, exit and signals, py_stacks.txt on request, telemetry lines in
 events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
 replacing dump_request; the agent's thread looks for it every 200 ms.
+
+A child the rank forks (os.fork, multiprocessing's fork) inherits the agent with the rank's memory
+but is not the rank: from the fork on, the child's agent writes nothing (detach), so that the
+rank's error.json, heartbeat and flight recorder stay the rank's own.
 """
 import atexit
 import faulthandler
@@ -53,8 +57,16 @@ def start_from_env():
         return None  # a child of the rank (DataLoader worker, subprocess)
     os.environ["DLAUNCH_PYTHON_AGENT_PID"] = str(os.getpid())
     _agent = Agent(os.environ["DLAUNCH_RANK_DIR"])
+    os.register_at_fork(after_in_child=_after_fork_in_child)
     _agent.start()
     return _agent
+
+
+def _after_fork_in_child():
+    global _agent
+    agent, _agent = _agent, None
+    if agent is not None:
+        agent.detach()
 
 
 def _request_stamp(path):
@@ -98,7 +110,8 @@ class Agent:
         self._dumped_for_exit = False
         self._error_written = False
         self._prev_sigterm = None
-        self._wakeup_r = None
+        self._wakeup_r = self._wakeup_w = None
+        self._detached = False  # in a forked child: writes nothing of the rank's
         self.events = None
         self.hooks = None
         # One dump at a time: a signal's dump, then the kill, never while another thread is
@@ -125,6 +138,33 @@ class Agent:
 
     def _path(self, name):
         return os.path.join(self.rank_dir, name)
+
+    def detach(self):
+        """In a child forked from the rank (at-fork hook, the child's only thread): every file of
+        the rank stays the rank's. The child's exceptions and exit go unrecorded, and a signal to
+        the child no longer reaches the rank's agent thread through the shared wakeup pipe."""
+        self._detached = True
+        self._stopping.set()
+        # A lock another thread held at the fork stays held in the child.
+        self._lock = threading.Lock()
+        self._dump_lock = threading.RLock()
+        self.recorder.detach()
+        events, self.events = self.events, None
+        if events is not None:
+            events.close()
+        if self._wakeup_r is not None:
+            try:
+                prev = signal.set_wakeup_fd(-1)
+                if prev != self._wakeup_w:
+                    signal.set_wakeup_fd(prev)
+            except (ValueError, OSError):
+                pass
+            for fd in (self._wakeup_r, self._wakeup_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._wakeup_r = self._wakeup_w = None
 
     def _install_exit_handlers(self):
         atexit.register(self._at_exit)
@@ -161,7 +201,7 @@ class Agent:
                 os.close(r)
                 os.close(w)
             else:
-                self._wakeup_r = r
+                self._wakeup_r, self._wakeup_w = r, w
         except (ValueError, OSError):
             pass
         try:
@@ -190,6 +230,8 @@ class Agent:
     def dump_on_request(self, trigger):
         """This rank's flight.json and py_stacks.txt now, then a dump request for the launcher
         (<run-dir>/dumps/<name>/request.json), which adds the native stacks and the diagnosis."""
+        if self._detached:
+            return
         self.dump(trigger, stacks=True)
         now = int(time.time() * 1000)
         name = "%s.%03dZ-rank%d" % (time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1000.0)),
@@ -339,6 +381,8 @@ class Agent:
         return status
 
     def _write_heartbeat(self):
+        if self._detached:
+            return None
         status = self._status()
         try:
             _files.write_json(self._path(HEARTBEAT_FILE), status)
@@ -397,6 +441,8 @@ class Agent:
 
     def dump(self, reason, stacks=False):
         """flight.json (and py_stacks.txt when asked). Safe from any thread."""
+        if self._detached:
+            return
         with self._dump_lock:
             if stacks:
                 self.write_stacks(reason)
@@ -406,7 +452,9 @@ class Agent:
             self._write_telemetry(status, force=True)
 
     def record_exception(self, exc, tb):
-        if self._error_written or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if self._detached or self._error_written:
+            return
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             return
         self._error_written = True
         now = int(time.time() * 1000)

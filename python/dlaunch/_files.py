@@ -46,6 +46,12 @@ class LineLog:
     def __init__(self, path):
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
+    def close(self):
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
     def append(self, obj):
         try:
             os.write(self._fd, (json.dumps(obj, separators=(",", ":")) + "\n").encode())

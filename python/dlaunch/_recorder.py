@@ -103,6 +103,14 @@ class FlightRecorder:
         except (OSError, ValueError):
             self._tail = None
 
+    def detach(self):
+        """In a forked child: the tail file is the rank's (a shared mapping), so the child's
+        calls stay in its own memory; a lock held at the fork by another thread is replaced."""
+        self._lock = threading.Lock()
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.close()
+
     def _write_tail(self, e):
         """Under self._lock: entry e into its slot. The fields fixed at record time are encoded
         once; a change re-formats only state and times (a few microseconds)."""

@@ -176,6 +176,68 @@ TEST(FaultsDiagnosisTest, PickRootCauseIsWhatTheDiagnosisNames) {
   EXPECT_THAT(Analyze(run).culprit_ranks, ElementsAre(picked));
 }
 
+// The shared-memory transport's errors (core/comm/shm_group.cc, shm_p2p.cc), as its ranks report
+// them: losing or waiting for a peer is fallout; a size or collective mismatch is the rank's own.
+TEST(FaultsDiagnosisTest, SharedMemoryPeerLossReadsAsFallout) {
+  for (const char* fallout :
+       {"shared memory allreduce: rank 2 (pid 4242) died",
+        // as train's rank 1 reported it when rank 2 was SIGKILLed (its watchdog's wording around)
+        "allreduce seq 186 failed on rank 1: shared memory allreduce: rank 2 (pid 29530) died; "
+        "rank 2 missing from seq 186",
+        "shared memory allreduce: rank 2 left (its communicator was destroyed)",
+        "shared memory barrier: rank 2 aborted its communicator",
+        "shared memory allreduce: communicator aborted",
+        "shared memory allreduce timed out; not arrived: rank 2",
+        "shared memory send timed out; not finished: send to rank 2 (sent 0 of 4096 bytes)",
+        "shared memory rendezvous timed out after 30000 ms; never mapped: rank 2"}) {
+    EXPECT_TRUE(IsFallout(fallout)) << fallout;
+  }
+  for (const char* own :
+       {"shared memory recv: rank 0 expected 4096 bytes from rank 1, which sent 8192",
+        "ranks disagree on a collective: rank 1 called allreduce of 1024 float (sum), rank 0 "
+        "called broadcast of 1024 float root 0",
+        "RuntimeError: DataLoader worker (pid 4242) exited unexpectedly",
+        "loss became nan at step 3"}) {
+    EXPECT_FALSE(IsFallout(own)) << own;
+  }
+}
+
+// A SIGKILLed shared-memory rank: the others saw it die before its launcher reaped it, and their
+// errors name it; it is the root cause.
+TEST(FaultsDiagnosisTest, ASharedMemoryRankThatDiedIsTheRootCauseNotThoseThatSawIt) {
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
+  w.Failed(json::array({Rank(0, "failed", 1, kBase + 60), Rank(1, "failed", 1, kBase + 70),
+                        Rank(2, "failed", -9, kBase + 180, 9)}));
+  w.Error(0, "error", "shared memory allreduce: rank 2 (pid 102) died", kBase + 40);
+  w.Error(1, "error", "shared memory allreduce: rank 0 left (its communicator was destroyed)",
+          kBase + 50);
+  RunSnapshot run = LoadRunDir(tmp.string());
+  EXPECT_EQ(PickRootCause(GatherRunFacts(run, {})), 2);
+  EXPECT_THAT(Analyze(run).culprit_ranks, ElementsAre(2));
+}
+
+// A SIGSTOPped shared-memory rank: rank 0's watchdog fired (exit 3) and it left; rank 1 then
+// failed on its leaving. That is the hang's fallout, not a root cause: no rank's failure is, and
+// the job is a hang.
+TEST(FaultsDiagnosisTest, APeerLeftAfterItsWatchdogFiredIsTheHangsFallout) {
+  const testing::TestDir tmp("diagnose");
+  RunDirWriter w(tmp.string());
+  w.Summary(
+      {{"run_id", "stop"},
+       {"exit_code", 3},
+       {"ranks", json::array({Rank(0, "failed", 3, kBase + 100), Rank(1, "failed", 1, kBase + 90),
+                              Rank(2, "killed", -15, kBase + 200, 15)})}});
+  w.Error(0, "timeout", "shared memory allreduce timed out; not arrived: rank 2", kBase + 80);
+  w.Error(1, "error", "shared memory allreduce: rank 0 left (its communicator was destroyed)",
+          kBase + 85);
+  RunSnapshot run = LoadRunDir(tmp.string());
+  const std::vector<RankFacts> facts = GatherRunFacts(run, {});
+  EXPECT_EQ(PickRootCause(facts), -1);
+  EXPECT_EQ(FirstWatchdogExit(facts), 0);
+  EXPECT_EQ(Analyze(run).kind, DiagnosisKind::kHang);
+}
+
 // The launcher's root-cause block picks over GatherRunFacts (HostedCoordinator::RootCause); over
 // the facts of the records alone it would name `records_alone` in the run under `dir`, not the
 // diagnosis' `root`.

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
+#include "launcher/job/agent_watch.h"
 #include "launcher/rendezvous/credentials.h"
+#include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -125,6 +128,65 @@ TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
                 .JobVariables(plan.ranks()[0], 0)
                 .count("PYTHONPATH"),
             0u);
+}
+
+TEST(JobPlanTest, EnvPythonPathKeepsTheAgentFirst) {
+  const NodeSetup setup;
+  const JobIdentity id{"run", "127.0.0.1", 29500, "127.0.0.1:29400"};
+  LaunchOptions o = Options(1);
+  o.program = {"t.py"};
+  o.env = {{"PYTHONPATH", "/theirs:/more"}};
+  for (const auto& inherited :
+       std::vector<std::map<std::string, std::string>>{{}, {{"PYTHONPATH", "/mine"}}}) {
+    JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, inherited, "/opt/agent");
+    EXPECT_EQ(plan.JobVariables(plan.ranks()[0], 0)["PYTHONPATH"], "/opt/agent:/theirs:/more");
+    EXPECT_TRUE(plan.expects_python_agent());
+  }
+  o.env = {{"PYTHONPATH", ""}};
+  JobPlan empty(o, setup, id, {"x"}, {}, "/opt/agent");
+  EXPECT_EQ(empty.JobVariables(empty.ranks()[0], 0)["PYTHONPATH"], "/opt/agent");
+  // Already first (a job started from inside another): not twice.
+  JobPlan nested(Options(1), setup, id, {"x"}, {{"PYTHONPATH", "/opt/agent:/mine"}}, "/opt/agent");
+  EXPECT_EQ(nested.JobVariables(nested.ranks()[0], 0)["PYTHONPATH"], "/opt/agent:/mine");
+
+  // No agent is expected of an opted-out job, a program that is not Python, or no agent folder.
+  o.env = {{"DLAUNCH_PYTHON_AGENT", "0"}};
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent").expects_python_agent());
+  o.env = {};
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {{"DLAUNCH_PYTHON_AGENT", "0"}}, "/opt/agent")
+                   .expects_python_agent());
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "").expects_python_agent());
+  o.program = {"./prog"};
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent").expects_python_agent());
+}
+
+TEST(AgentLoadWatchTest, SaysOnceForRanksWithoutAHeartbeat) {
+  const testing::TestDir tmp("agent_watch");
+  std::vector<RankSlot> slots;
+  for (int r = 0; r < 3; ++r) {
+    slots.push_back({r, r, (tmp.path() / ("rank" + std::to_string(r))).string()});
+    std::filesystem::create_directories(slots.back().dir);
+  }
+  std::ofstream(slots[0].dir + "/heartbeat.json") << "{}";
+  AttemptResult now;
+  for (int r = 0; r < 3; ++r) now.ranks.push_back({r, r, 100 + r, 1000});
+  AgentLoadWatch watch(std::chrono::seconds(15));
+  EXPECT_EQ(watch.Check(now, slots, 5000), "");  // still starting
+  now.ranks[2].exited = true;  // torn down or killed before Python ran: no verdict
+  now.ranks[2].torn_down = true;
+  now.ranks[2].signal = 15;
+  now.ranks[2].end_unix_ms = 1200;
+  EXPECT_EQ(watch.Check(now, slots, 6000), "");
+  EXPECT_EQ(watch.Check(now, slots, 16000),
+            "dlaunch: the Python rank agent did not load in rank 1 (no heartbeat.json; python -S "
+            "or -I?): its hangs, errors and flight recorder are seen only from outside\n");
+  EXPECT_EQ(watch.Check(now, slots, 17000), "");  // once
+
+  AgentLoadWatch failed;
+  std::ofstream(slots[1].dir + "/agent_error.txt") << "ImportError: no module named dlaunch\n";
+  EXPECT_EQ(failed.Check(now, slots, 1100),
+            "dlaunch: the Python rank agent did not start in rank 1 (ImportError: no module named "
+            "dlaunch): its hangs, errors and flight recorder are seen only from outside\n");
 }
 
 TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
