@@ -8,7 +8,7 @@ set -u
 DLAUNCH=${1:?dlaunch binary}; REPEATS=${2:-5}; shift 2
 INTERVALS=("${@:-5}")
 HERE=$(cd "$(dirname "$0")" && pwd)
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}  # PY=.venv-torch2/bin/python: torchrun 2.x
 export DLAUNCH_JOB_TOKEN=restart-bench-token-0123456789
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
