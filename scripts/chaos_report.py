@@ -89,6 +89,26 @@ try:
                             text=True).stdout.strip()
 except OSError:
     commit = "?"
+# Measured by hand, not by this campaign (kept as written).
+FULL_DISK = """A disk that refuses the ranks' files (#30; tests/durability/full_disk_test.cc, real torch 1.13
+ranks on Gloo under a 4 MiB tmpfs, `--hang-timeout 3`): rank 1 sleeps or stops (SIGSTOP) while
+rank 0 waits in all-reduce #3. Measured 2026-12-02 18:52 UTC (commit 3a75e60 plus the tests'
+timing line) by `build/tests/durability/durability_process_test --gtest_filter='FullDisk*'`, one
+run each, 2 shared CPUs; the time is from the ranks going on to dlaunch's exit; "before" is the
+same tests against main's dlaunch and agent:
+
+| case | exit | found after | before this change |
+|---|---|---|---|
+| disk full before the start | 3 (HANG, culprit rank 1) | 5.8 s | rank 1 killed by SIGBUS (its mapped flight tail), exit 1 |
+| `chattr +i` on both rank folders while they run | 3 (HANG, culprit rank 1, #3) | 5.5 s | still running when the test gave up at 90 s |
+| disk filled after the first heartbeats, rank 1 SIGSTOPped | 3, rank 1 shown at `last completed #2` | 7.9 s | still running at 90 s |
+| root cause's stderr with a log that took 0 bytes | 1, both lines in the root-cause block | - | no `last stderr lines` |
+| no room for `.reserve`, final summary in `$TMPDIR` | 1, the diagnosis names `exit code 5` | - | `INCOMPLETE ... (launcher exit code -1)` |
+
+The found-after times include 2 s of waiting for dumps that cannot be written and the native
+stacks of both ranks. Refused RPCs were already rate-limited (5 lines per 10 s, then one count
+line): `RefusalLogTest` and tests/multinode's `ARankCannotSpeakForANodeOrPushFiles` (1232
+refusals, fewer than 40 lines, the count line present) check it."""
 with open(out, "w") as f:
     f.write("""# Reliability
 
@@ -122,6 +142,8 @@ SIGCONT with its SIGTERM, so it cannot hold the teardown for the grace period.
 
 %s
 
+%s
+
 Regenerate with `make chaos` (it runs under `flock /tmp/dlaunch-bench.lock`).
 """ % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit, machine, "\n".join(rows),
-       CONTROL_PLANE, BOMBS, SHARED_MEMORY))
+       CONTROL_PLANE, BOMBS, SHARED_MEMORY, FULL_DISK))

@@ -39,14 +39,9 @@ void WriteHeartbeat(const std::string& path, const Heartbeat& h) {
   base::WriteFileAtomically(path, detail::Dump(doc) + "\n");
 }
 
-FileState ReadHeartbeat(const std::string& path, const std::string& label, Heartbeat* out,
-                        std::vector<std::string>* problems) {
-  json j;
-  if (FileState state =
-          detail::ReadJsonObject(path, label, kHeartbeatSchema, kMaxHeartbeatBytes, &j, problems);
-      state != FileState::kOk) {
-    return state;
-  }
+namespace {
+
+void FromJson(const json& j, Heartbeat* out) {
   Heartbeat& h = *out;
   static_cast<MemoryFigures&>(h) = GetMemoryFigures(j);
   h.rank = detail::GetInt32(j, "rank", -1, -1);
@@ -75,7 +70,30 @@ FileState ReadHeartbeat(const std::string& path, const std::string& label, Heart
     h.section_since_unix_ms = GetInt(*section, "since_unix_ms", 0);
     h.section_timeout_s = detail::GetDouble(*section, "timeout_s", -1);
   }
-  return FileState::kOk;
+  h.write_error = GetString(j, "write_error");
+}
+
+}  // namespace
+
+FileState ReadHeartbeat(const std::string& path, const std::string& label, Heartbeat* out,
+                        std::vector<std::string>* problems) {
+  json j;
+  const FileState state =
+      detail::ReadJsonObject(path, label, kHeartbeatSchema, kMaxHeartbeatBytes, &j, problems);
+  if (state == FileState::kOk) FromJson(j, out);
+  return state;
+}
+
+FileState ParseHeartbeat(const std::string& text, const std::string& label, Heartbeat* out,
+                         std::vector<std::string>* problems) {
+  if (text.size() > kMaxHeartbeatBytes) {
+    problems->push_back(label + " is larger than " + std::to_string(kMaxHeartbeatBytes) + " bytes");
+    return FileState::kInvalid;
+  }
+  json j;
+  const FileState state = detail::ParseJsonObject(text, label, kHeartbeatSchema, &j, problems);
+  if (state == FileState::kOk) FromJson(j, out);
+  return state;
 }
 
 void WriteDumpRequest(const std::string& path, const std::string& reason, int64_t unix_ms) {

@@ -1,7 +1,9 @@
 // rank<R>/heartbeat.json and rank<R>/dump_request: the channel between the launcher and a Python
 // rank's agent (native ranks use their gRPC heartbeat stream instead). The agent rewrites
-// heartbeat.json every heartbeat interval; the launcher replaces dump_request to ask for
-// flight.json and py_stacks.txt now. docs/run-directory.md, "Python ranks".
+// heartbeat.json every heartbeat interval, and sends the same document as one line through the
+// pipe the launcher gave it (DLAUNCH_AGENT_FD) whenever the file cannot be written (a full disk,
+// an immutable folder); the launcher replaces dump_request to ask for flight.json and
+// py_stacks.txt now. docs/run-directory.md, "Python ranks".
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,9 @@ struct Heartbeat : MemoryFigures {
   double step_busy_ms_total = 0;
   int64_t arrivals_first_seq = -1;
   std::vector<int64_t> arrival_unix_us;
+  // Only in a heartbeat that came through the agent's pipe: why heartbeat.json could not be
+  // written ("heartbeat.json: [Errno 28] No space left on device").
+  std::string write_error;
 };
 
 // Atomically. Blocks for the write; throws Error(kInternal). (The agent writes the same format.)
@@ -49,6 +54,11 @@ void WriteHeartbeat(const std::string& path, const Heartbeat& heartbeat);
 // into place.
 FileState ReadHeartbeat(const std::string& path, const std::string& label, Heartbeat* out,
                         std::vector<std::string>* problems);
+
+// The same, of one line the agent sent through its pipe (DLAUNCH_AGENT_FD) because it could not
+// write the file. Never throws; does not block.
+FileState ParseHeartbeat(const std::string& text, const std::string& label, Heartbeat* out,
+                         std::vector<std::string>* problems);
 
 // Replaces `path` with {"schema", "reason", "unix_ms"}; the agent acts on any new version of the
 // file (a new inode), whatever it holds. Blocks for the write; throws Error(kInternal).

@@ -79,6 +79,11 @@ FileState ReadJsonObject(const std::string& path, const std::string& label, cons
     problems->push_back(label + " " + base::DescribeReadStatus(status, max_bytes));
     return FileState::kInvalid;
   }
+  return ParseJsonObject(text, label, file, out, problems);
+}
+
+FileState ParseJsonObject(const std::string& text, const std::string& label,
+                          const std::string& file, json* out, std::vector<std::string>* problems) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     problems->push_back(label + " is not valid JSON (" + std::to_string(text.size()) +

@@ -29,6 +29,10 @@ std::vector<int> GetInts(const nlohmann::json& j, const char* key, int64_t lo, i
 // "<label> ..." and is kInvalid. A newer version adds a problem and is kOk.
 FileState ReadJsonObject(const std::string& path, const std::string& label, const std::string& file,
                          size_t max_bytes, nlohmann::json* out, std::vector<std::string>* problems);
+// ReadJsonObject's checks on text already read (a message that came through a pipe).
+FileState ParseJsonObject(const std::string& text, const std::string& label,
+                          const std::string& file, nlohmann::json* out,
+                          std::vector<std::string>* problems);
 
 // Enum <-> name through a table indexed by the enum's value; `fallback` for unknown names.
 template <typename Enum, size_t N>

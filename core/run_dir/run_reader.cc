@@ -69,7 +69,8 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
   return files;
 }
 
-RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint, int64_t flight_entry_budget) {
+RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint, int64_t flight_entry_budget,
+                    const std::string& summary_path) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) {
     throw Error(ErrorKind::kInvalidArgument, "run directory " + run_dir + " does not exist");
@@ -84,7 +85,8 @@ RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint, int64_t fli
   const RunDir root(run_dir);
 
   Summary summary;
-  switch (ReadSummary(root.summary(), "summary.json", &summary, &run.problems)) {
+  switch (ReadSummary(summary_path.empty() ? root.summary() : summary_path, "summary.json",
+                      &summary, &run.problems)) {
     case FileState::kAbsent:
       run.problems.push_back("summary.json missing (launcher killed before it wrote one?)");
       break;

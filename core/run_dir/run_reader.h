@@ -62,7 +62,10 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
 // dumps' world_size, at most kMaxRanks; ranks without a folder are named in `problems`. Reads the
 // folders on base::ReadThreads() threads, each rank's newest FlightEntriesKept(world, budget)
 // entries; a problem line says so only when ranks' kept records no longer overlap.
+// `summary_path` ("" = the run directory's summary.json) names the summary where the launcher
+// had to write it elsewhere (a full disk: $TMPDIR/dlaunch-summary-<run-id>/summary.json).
 RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint = 0,
-                    int64_t flight_entry_budget = kFlightEntryBudget);
+                    int64_t flight_entry_budget = kFlightEntryBudget,
+                    const std::string& summary_path = "");
 
 }  // namespace dlaunch::rundir

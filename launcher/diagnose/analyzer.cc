@@ -45,10 +45,11 @@ Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
   return d;
 }
 
-Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint) {
+Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint,
+                        const std::string& summary_path) {
   RunSnapshot run;
   try {
-    run = LoadRunDir(run_dir, world_size_hint, python::kLauncherTorchRead);
+    run = LoadRunDir(run_dir, world_size_hint, python::kLauncherTorchRead, summary_path);
   } catch (const Error& e) {
     Diagnosis d;
     d.run_dir = run_dir;

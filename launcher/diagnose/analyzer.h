@@ -45,7 +45,9 @@ Diagnosis Analyze(const RunSnapshot& run, const std::vector<RankFacts>& facts,
 // For the launcher after a failed attempt: LoadRunDir + Analyze, then diagnosis.txt,
 // diagnosis.json and trace.json into the run directory. Blocks on file I/O only. Never throws: an
 // unreadable directory or a file that cannot be written becomes a line in `problems`.
-Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint = 0);
+// `summary_path`: where the launcher wrote summary.json ("" = in the run directory).
+Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint = 0,
+                        const std::string& summary_path = "");
 
 // diagnosis.txt, diagnosis.json and trace.json into `run_dir`; a file that cannot be written
 // becomes a line in diagnosis->problems. Blocks on file I/O only; never throws.

@@ -20,6 +20,9 @@ struct RankLiveState {
   bool remote = false;  // on another node: its node's agent takes its stacks (RemoteStacks)
   bool linked = false;  // has a heartbeat stream (the program uses libdlaunch) or a Python agent
   bool python_agent = false;  // the heartbeats come from the Python rank agent's heartbeat.json
+  // Why the agent could not write heartbeat.json (its newest heartbeat came through its pipe
+  // instead): "heartbeat.json: [Errno 28] No space left on device"; "" when it could.
+  std::string heartbeat_write_error;
   core::RankStatus status;
   int64_t last_heartbeat_unix_ms = 0;
   // When status.last_completed_seq or status.step last changed; 0 = unknown (the monitor then

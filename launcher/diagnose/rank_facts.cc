@@ -77,6 +77,11 @@ void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v)
       }
     }
   }
+  if (!live.heartbeat_write_error.empty()) {
+    // Said plainly: every file of that rank is likely as old (a full disk, an immutable folder).
+    v.notes.push_back("its heartbeat file could not be written (" + live.heartbeat_write_error +
+                      "); its heartbeats reached the launcher through the agent's pipe");
+  }
   v.last_activity_ms =
       std::max({v.last_activity_ms, live.last_output_unix_ms, live.last_progress_unix_ms});
   v.exited = live.exited;

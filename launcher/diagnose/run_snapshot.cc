@@ -52,8 +52,9 @@ void ReadTorchFlightOf(const std::vector<size_t>& which, RunSnapshot* run) {
 }  // namespace
 
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint,
-                       const python::TorchReadLimits& torch) {
-  rundir::RunFiles files = rundir::ReadRunDir(run_dir, world_size_hint);
+                       const python::TorchReadLimits& torch, const std::string& summary_path) {
+  rundir::RunFiles files =
+      rundir::ReadRunDir(run_dir, world_size_hint, rundir::kFlightEntryBudget, summary_path);
   RunSnapshot run;
   run.run_dir = std::move(files.run_dir);
   run.world_size = files.world_size;

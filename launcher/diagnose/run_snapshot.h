@@ -69,8 +69,10 @@ inline constexpr size_t kCulpritTorchDumps = 16;  // at most, read after the ana
 // whose folders are missing.
 // Reads the rank folders on base::ReadThreads() threads; problems are in rank order all the same.
 // torch's dumps are read within `torch` (the launcher passes python::kLauncherTorchRead).
+// `summary_path`: as rundir::ReadRunDir's.
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint = 0,
-                       const python::TorchReadLimits& torch = {});
+                       const python::TorchReadLimits& torch = {},
+                       const std::string& summary_path = "");
 
 // Reads the torch dumps LoadRunDir skipped of `diagnosis`'s culprits (at most kCulpritTorchDumps),
 // so that AttachTorchFlight shows them. Blocks for ~0.2 s per dump. Never throws.

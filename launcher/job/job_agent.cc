@@ -236,6 +236,9 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
       if (o.command == Command::kTrain || o.command == Command::kPreflight) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
+      } else {
+        // A Python rank's heartbeats must not depend on the disk (its agent's fallback).
+        process.agent_pipe = o.python_agent;
       }
       if (slot.local_rank < static_cast<int>(placement_.size()))
         ApplyPlacement(placement_[slot.local_rank], &process);
@@ -268,6 +271,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     summary.exit_code = report.exit_code;
     summary.error = report.error;
     summary_file.Write(summary, report.result.ranks);
+    report.summary_path = summary_file.written_path();
     role_->Explain(report);
 
     std::string how;

@@ -44,6 +44,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     ranks[r].last_output_unix_ms = now;
     ranks[r].remote = true;
   }
+  std::vector<std::optional<python::AgentHeartbeat>> piped(world_size_);
   for (const auto& live : supervisor_->Live()) {
     if (live.rank < 0 || live.rank >= world_size_ || live.pid <= 0) continue;
     RankLiveState& s = ranks[live.rank];
@@ -52,6 +53,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     s.last_output_unix_ms = live.last_output_unix_ms;
     s.exited = live.exited;
     s.failed = live.failed;
+    piped[live.rank] = python::ParseAgentHeartbeat(live.agent_line);
   }
   // Other nodes' ranks that exited, as their agents said in this attempt.
   for (const NodeView& node : coordinator_->Nodes()) {
@@ -66,8 +68,13 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
   for (RankLiveState& s : ranks) {
     if (s.exited && s.remote) continue;
     // A Python rank reports through its agent's heartbeat file instead of a heartbeat stream;
-    // another node's agent keeps node 0's copy of that file current.
-    if (auto beat = python::ReadAgentHeartbeat(RankDir(s.rank))) {
+    // another node's agent keeps node 0's copy of that file current. One that cannot write the
+    // file sends the heartbeat through its pipe: the newer of the two counts.
+    std::optional<python::AgentHeartbeat> beat = python::ReadAgentHeartbeat(RankDir(s.rank));
+    std::optional<python::AgentHeartbeat>& sent = piped[s.rank];
+    if (sent && (!beat || sent->unix_ms > beat->unix_ms)) beat = std::move(sent);
+    if (beat) {
+      s.heartbeat_write_error = beat->write_error;
       s.linked = s.python_agent = true;
       s.status = beat->status;
       s.last_heartbeat_unix_ms = beat->unix_ms;

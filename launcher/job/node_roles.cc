@@ -89,7 +89,7 @@ class NodeZero : public NodeRole {
     // The failure's picture across ranks: each one's last collective, phase and memory. The
     // agent's Judge printed the root-cause block of a rank of this node; when another node's rank
     // failed it printed only a line, so the diagnosis' block names that rank here.
-    const Diagnosis d = AnalyzeRunDir(run_dir_, world_size_);
+    const Diagnosis d = AnalyzeRunDir(run_dir_, world_size_, report.summary_path);
     std::cerr << (report.root_cause_printed ? FormatDiagnosisAfterRootCause(d) : FormatDiagnosis(d))
               << std::flush;
   }

@@ -22,6 +22,9 @@ struct AttemptReport {
   std::string error;     // one line: the root cause or the reason it stopped; "" on success
   bool verdict = false;  // a built-in printed its own verdict (preflight FAIL): no diagnosis
   bool root_cause_printed = false;  // Judge printed the root-cause block of a rank of this node
+  // Where the attempt's summary.json went: the run directory's, or the second place a full disk
+  // sent it to (SummaryWriter::written_path).
+  std::string summary_path;
 };
 
 // The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,

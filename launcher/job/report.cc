@@ -119,7 +119,9 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
   if (!extra.empty()) out << "  error     : " << extra << "\n";
   out << recorded;
   out << "  logs      : " << rank_dir << "/\n";
-  auto tail = TailLines(rundir::RankDir(rank_dir).stderr_log(), 10);
+  // The launcher's own copy, which a full disk cannot lose; the log where it has none.
+  std::vector<std::string> tail = f.stderr_tail;
+  if (tail.empty()) tail = TailLines(rundir::RankDir(rank_dir).stderr_log(), 10);
   if (!tail.empty()) {
     out << "  last stderr lines:\n";
     for (const auto& l : tail) out << "    " << l << "\n";

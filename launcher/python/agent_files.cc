@@ -19,13 +19,9 @@ core::Phase PhaseFromName(const std::string& name) {
   return core::Phase::kUnknown;
 }
 
-std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir) {
-  rundir::Heartbeat beat;
-  std::vector<std::string> problems;  // an unreadable heartbeat is no heartbeat
-  const std::string path = rundir::RankDir(rank_dir).heartbeat();
-  if (rundir::ReadHeartbeat(path, path, &beat, &problems) != rundir::FileState::kOk) {
-    return std::nullopt;
-  }
+namespace {
+
+AgentHeartbeat FromFile(rundir::Heartbeat& beat) {
   AgentHeartbeat h;
   h.pid = beat.pid;
   h.unix_ms = beat.unix_ms;
@@ -49,7 +45,30 @@ std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir) {
   h.section = beat.section;
   h.section_since_unix_ms = beat.section_since_unix_ms;
   h.section_timeout_s = beat.section_timeout_s;
+  h.write_error = beat.write_error;
   return h;
+}
+
+}  // namespace
+
+std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir) {
+  rundir::Heartbeat beat;
+  std::vector<std::string> problems;  // an unreadable heartbeat is no heartbeat
+  const std::string path = rundir::RankDir(rank_dir).heartbeat();
+  if (rundir::ReadHeartbeat(path, path, &beat, &problems) != rundir::FileState::kOk) {
+    return std::nullopt;
+  }
+  return FromFile(beat);
+}
+
+std::optional<AgentHeartbeat> ParseAgentHeartbeat(const std::string& line) {
+  if (line.empty()) return std::nullopt;
+  rundir::Heartbeat beat;
+  std::vector<std::string> problems;
+  if (rundir::ParseHeartbeat(line, "heartbeat", &beat, &problems) != rundir::FileState::kOk) {
+    return std::nullopt;
+  }
+  return FromFile(beat);
 }
 
 void RequestAgentDump(const std::string& rank_dir, const std::string& reason) {

@@ -1,7 +1,7 @@
 // The launcher's side of the Python rank agent's channel: rank<R>/heartbeat.json, which the agent
-// rewrites every heartbeat interval, and rank<R>/dump_request, which the launcher replaces to ask
-// for flight.json and py_stacks.txt now (core/run_dir/heartbeat_file.h; docs/run-directory.md,
-// "Python ranks").
+// rewrites every heartbeat interval (and sends through its pipe when the file cannot be written),
+// and rank<R>/dump_request, which the launcher replaces to ask for flight.json and py_stacks.txt
+// now (core/run_dir/heartbeat_file.h; docs/run-directory.md, "Python ranks").
 #pragma once
 
 #include <cstdint>
@@ -23,11 +23,17 @@ struct AgentHeartbeat {
   std::string section;
   int64_t section_since_unix_ms = 0;
   double section_timeout_s = -1;
+  // Set when it came through the pipe: why heartbeat.json could not be written.
+  std::string write_error;
 };
 
 // rank_dir's heartbeat.json; nullopt when absent or unreadable. Never throws; blocks for one
 // small read.
 std::optional<AgentHeartbeat> ReadAgentHeartbeat(const std::string& rank_dir);
+
+// The last line the agent sent through its pipe (Supervisor::LiveRank::agent_line); nullopt when
+// empty or not a heartbeat. Never throws; does not block.
+std::optional<AgentHeartbeat> ParseAgentHeartbeat(const std::string& line);
 
 // "forward" -> Phase::kForward ...; kUnknown for a name it does not know.
 core::Phase PhaseFromName(const std::string& name);

@@ -23,19 +23,26 @@ namespace {
 class ForkExecSpawner : public ProcessSpawner {
  public:
   SpawnedProcess Spawn(const ProcessSpec& spec) override {
-    std::vector<char*> argv, envp;
-    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    base::UniqueFd out[2], err[2], status[2];
-    for (base::UniqueFd* pipe : {out, err, status}) {
+    base::UniqueFd out[2], err[2], status[2], agent[2];
+    for (base::UniqueFd* pipe : {out, err, status, agent}) {
+      if (pipe == agent && !spec.agent_pipe) continue;
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) Fail("pipe");
       pipe[0].reset(fds[0]);
       pipe[1].reset(fds[1]);
     }
+    // The child keeps the agent's write end at the number it has here.
+    const std::string agent_var =
+        spec.agent_pipe ? "DLAUNCH_AGENT_FD=" + std::to_string(agent[1].get()) : "";
+    std::vector<char*> argv, envp;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : spec.env) {
+      // A pipe of a launcher above this one (dlaunch inside a dlaunch rank) is not this rank's.
+      if (e.rfind("DLAUNCH_AGENT_FD=", 0) != 0) envp.push_back(const_cast<char*>(e.c_str()));
+    }
+    if (spec.agent_pipe) envp.push_back(const_cast<char*>(agent_var.c_str()));
+    envp.push_back(nullptr);
     cpu_set_t cpus;  // built before fork: the child may only make async-signal-safe calls
     CPU_ZERO(&cpus);
     for (int c : spec.cpus) CPU_SET(c, &cpus);
@@ -59,6 +66,7 @@ class ForkExecSpawner : public ProcessSpawner {
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(out[1].get(), 1);
       ::dup2(err[1].get(), 2);
+      if (agent[1]) ::fcntl(agent[1].get(), F_SETFD, 0);  // survives the exec
       if (!spec.cpus.empty()) ::sched_setaffinity(0, sizeof(cpus), &cpus);
       ::execve(argv[0], argv.data(), envp.data());
       int e = errno;
@@ -70,6 +78,7 @@ class ForkExecSpawner : public ProcessSpawner {
     out[1].reset();
     err[1].reset();
     status[1].reset();
+    agent[1].reset();
     int exec_errno = 0;
     ssize_t n;
     do {
@@ -88,6 +97,10 @@ class ForkExecSpawner : public ProcessSpawner {
     p.stderr_fd = std::move(err[0]);
     ::fcntl(p.stdout_fd.get(), F_SETFL, O_NONBLOCK);
     ::fcntl(p.stderr_fd.get(), F_SETFL, O_NONBLOCK);
+    if (agent[0]) {
+      p.agent_fd = std::move(agent[0]);
+      ::fcntl(p.agent_fd.get(), F_SETFL, O_NONBLOCK);
+    }
     return p;
   }
 

@@ -20,6 +20,10 @@ struct ProcessSpec {
   std::vector<int> ignored_signals;
   // When >= 0, an open cgroup.procs: the child joins that cgroup (writes "0") before exec.
   int cgroup_procs_fd = -1;
+  // A pipe for the Python rank agent, which needs no disk: its write end is inherited by the
+  // program, named by DLAUNCH_AGENT_FD (added to env); the agent sends its heartbeats through it
+  // when it cannot write heartbeat.json.
+  bool agent_pipe = false;
 };
 
 struct SpawnedProcess {
@@ -27,6 +31,7 @@ struct SpawnedProcess {
   base::UniqueFd pidfd;      // readable once the process exited
   base::UniqueFd stdout_fd;  // read ends of the rank's stdout and stderr pipes, non-blocking
   base::UniqueFd stderr_fd;
+  base::UniqueFd agent_fd;  // read end of the agent's pipe (ProcessSpec::agent_pipe), non-blocking
 };
 
 class ProcessSpawner {

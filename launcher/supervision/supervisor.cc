@@ -41,7 +41,7 @@ sigset_t g_handled = ForwardableSet();
 
 // Event sources are told apart by the tag in epoll_data.u64: kind in the high bits, rank index
 // in the low ones.
-enum Source : uint64_t { kSignal = 1, kStop, kTick, kGrace, kPid, kOut, kErr };
+enum Source : uint64_t { kSignal = 1, kStop, kTick, kGrace, kPid, kOut, kErr, kAgent };
 uint64_t Tag(Source s, size_t index = 0) { return (static_cast<uint64_t>(s) << 32) | index; }
 
 void ArmTimer(int fd, std::chrono::milliseconds first, std::chrono::milliseconds every) {
@@ -96,6 +96,7 @@ struct Rank {
   SpawnedProcess proc;
   RankOutcome outcome;
   Stream out, err;
+  LineSplitter agent_lines;  // of the agent's pipe
   bool console = false;
   bool running() const { return proc.pid > 0 && !outcome.exited; }
 };
@@ -208,10 +209,11 @@ class Supervisor::Attempt {
     r.err.pipe = &r.proc.stderr_fd;
     r.outcome.pid = r.proc.pid;
     ++running_;
-    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, base::UnixMillis(), false, false});
+    sup_.SetLive(i, LiveRank{spec.rank, r.proc.pid, base::UnixMillis(), false, false, {}});
     Watch(r.proc.pidfd.get(), Tag(kPid, i));
     Watch(r.proc.stdout_fd.get(), Tag(kOut, i));
     Watch(r.proc.stderr_fd.get(), Tag(kErr, i));
+    if (r.proc.agent_fd) Watch(r.proc.agent_fd.get(), Tag(kAgent, i));
   }
 
   void Dispatch(uint64_t tag) {
@@ -226,6 +228,9 @@ class Supervisor::Attempt {
         break;
       case kErr:
         Pump(i, ranks_[i].err);
+        break;
+      case kAgent:
+        PumpAgent(i);
         break;
       case kSignal:
         OnSignals();
@@ -286,6 +291,7 @@ class Supervisor::Attempt {
     }
     if (!lines.empty()) {
       sup_.TouchLive(i);
+      if (s.is_err) KeepTail(lines, &r.outcome.stderr_tail);
       if (r.console) {
         const SupervisorOptions& o = sup_.options_;
         const bool to_err = s.is_err || o.document_rank >= 0;
@@ -297,6 +303,40 @@ class Supervisor::Attempt {
     if (!open) {
       Unwatch(s.pipe->get());
       s.pipe->reset();
+    }
+  }
+
+  // Keeps the last whole line of the agent's pipe (a heartbeat) for Live().
+  void PumpAgent(size_t i) {
+    Rank& r = ranks_[i];
+    base::UniqueFd& pipe = r.proc.agent_fd;
+    if (!pipe) return;
+    char buf[16384];
+    std::vector<std::string> lines;
+    bool open = true;
+    for (;;) {
+      const ssize_t n = ::read(pipe.get(), buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      if (n == 0) {
+        open = false;
+        break;
+      }
+      r.agent_lines.Feed(std::string_view(buf, n), &lines);
+    }
+    if (!lines.empty()) sup_.SetAgentLine(i, std::move(lines.back()));
+    if (!open) {
+      Unwatch(pipe.get());
+      pipe.reset();
+    }
+  }
+
+  // The last lines of a rank's stderr, each cut to kTailLineBytes.
+  static void KeepTail(const std::vector<std::string>& lines, std::vector<std::string>* tail) {
+    constexpr size_t kTailLineBytes = 2000;
+    for (const std::string& l : lines) tail->push_back(l.substr(0, kTailLineBytes));
+    if (tail->size() > RankOutcome::kStderrTailLines) {
+      tail->erase(tail->begin(), tail->end() - RankOutcome::kStderrTailLines);
     }
   }
 
@@ -478,6 +518,11 @@ void Supervisor::TouchLive(size_t index) {
   live_[index].last_output_unix_ms = base::UnixMillis();
 }
 
+void Supervisor::SetAgentLine(size_t index, std::string line) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_[index].agent_line = std::move(line);
+}
+
 void Supervisor::MarkExited(size_t index, bool failed) {
   std::lock_guard<std::mutex> lock(live_mu_);
   live_[index].exited = true;
@@ -494,7 +539,7 @@ AttemptResult Supervisor::Run(const std::vector<RankSpec>& specs) {
   }
   {
     std::lock_guard<std::mutex> lock(live_mu_);
-    live_.assign(specs.size(), LiveRank{0, -1, 0, false, false});
+    live_.assign(specs.size(), LiveRank{0, -1, 0, false, false, {}});
   }
   if (!janitor_) janitor_ = std::make_unique<RankJanitor>();
   Attempt attempt(*this, specs);

@@ -39,6 +39,10 @@ struct RankOutcome {
   int signal = 0;          // when a signal ended it
   bool torn_down = false;  // ended by the launcher's teardown, not by itself
   std::string cause;       // why it failed, when the launcher knows: "FileTimer scope 'x' expired"
+  // Its last stderr lines (at most kStderrTailLines), kept in memory: the root-cause block shows
+  // them even when stderr.log could not be written.
+  std::vector<std::string> stderr_tail;
+  static constexpr size_t kStderrTailLines = 10;
 
   bool ok() const { return exited && signal == 0 && exit_code == 0; }
 };
@@ -111,6 +115,9 @@ class Supervisor {
     int64_t last_output_unix_ms;
     bool exited;
     bool failed = false;  // exited with a non-zero code or by a signal
+    // The last whole line the Python agent sent through its pipe (ProcessSpec::agent_pipe): a
+    // heartbeat it could not write to heartbeat.json. "" when none came.
+    std::string agent_line;
   };
   std::vector<LiveRank> Live() const;
 
@@ -120,6 +127,7 @@ class Supervisor {
   // The Attempt's updates of live_, by rank index.
   void SetLive(size_t index, const LiveRank& live);
   void TouchLive(size_t index);
+  void SetAgentLine(size_t index, std::string line);
   void MarkExited(size_t index, bool failed);
 
   ProcessSpawner* spawner_;

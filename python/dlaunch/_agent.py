@@ -4,7 +4,9 @@ It keeps the flight recorder, and talks to the launcher through files of the ran
 (docs/run-directory.md, "Python ranks"): heartbeat.json every 200 ms at most, flight.json
 periodically and on request, exit and signals, py_stacks.txt on request, telemetry lines in
 events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
-replacing dump_request; the agent's thread looks for it every 200 ms.
+replacing dump_request; the agent's thread looks for it every 200 ms. A heartbeat that cannot be
+written (a full disk, an immutable folder) goes through the launcher's pipe (DLAUNCH_AGENT_FD)
+instead, with the reason: the rank's liveness never depends on the disk.
 
 A child the rank forks (os.fork, multiprocessing's fork) inherits the agent with the rank's memory
 but is not the rank: from the fork on, the child's agent writes nothing (detach), so that the
@@ -12,8 +14,10 @@ rank's error.json, heartbeat and flight recorder stay the rank's own.
 """
 import atexit
 import faulthandler
+import json
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -38,6 +42,8 @@ DUMP_REQUEST_FILE = "dump_request"
 # period) says; a dump request is answered within one wake.
 _POLL_S = 0.2
 _FLIGHT_EVERY_S = 2.0
+# A pipe write of at most this many bytes is never torn by another writer's (POSIX PIPE_BUF).
+_PIPE_BUF = 4096
 
 _agent = None
 
@@ -67,6 +73,20 @@ def _after_fork_in_child():
     agent, _agent = _agent, None
     if agent is not None:
         agent.detach()
+
+
+def _agent_pipe():
+    """The write end of the launcher's pipe (DLAUNCH_AGENT_FD), non-blocking and not passed on
+    to the rank's own subprocesses; None without one."""
+    try:
+        fd = int(os.environ.get("DLAUNCH_AGENT_FD", ""))
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, False)
+        os.set_inheritable(fd, False)
+        return fd
+    except (ValueError, OSError):
+        return None
 
 
 def _request_stamp(path):
@@ -112,6 +132,7 @@ class Agent:
         self._prev_sigterm = None
         self._wakeup_r = self._wakeup_w = None
         self._detached = False  # in a forked child: writes nothing of the rank's
+        self._pipe = _agent_pipe()
         self.events = None
         self.hooks = None
         # One dump at a time: a signal's dump, then the kill, never while another thread is
@@ -152,6 +173,13 @@ class Agent:
         events, self.events = self.events, None
         if events is not None:
             events.close()
+        # The launcher's heartbeat pipe is the rank's too (a fork inherits every fd).
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            try:
+                os.close(pipe)
+            except OSError:
+                pass
         if self._wakeup_r is not None:
             try:
                 prev = signal.set_wakeup_fd(-1)
@@ -386,9 +414,33 @@ class Agent:
         status = self._status()
         try:
             _files.write_json(self._path(HEARTBEAT_FILE), status)
-        except OSError:
-            pass
+        except OSError as e:
+            self._send_heartbeat(status, e)
         return status
+
+    def _send_heartbeat(self, status, error):
+        """heartbeat.json could not be written: the same document, with the reason, as one line
+        through the launcher's pipe, which needs no disk. A line the launcher has no room for
+        yet is dropped (the next one follows within a wake)."""
+        if self._pipe is None:
+            return
+        doc = dict(status)
+        doc["write_error"] = "%s: [Errno %s] %s" % (HEARTBEAT_FILE, error.errno, error.strerror)
+        line = json.dumps(doc, separators=(",", ":")) + "\n"
+        if len(line) > _PIPE_BUF:
+            # The straggler figures and the call site are what can grow; liveness needs neither.
+            doc.pop("arrivals", None)
+            if doc.get("in_flight"):
+                doc["in_flight"] = dict(doc["in_flight"], call_site="")
+            line = json.dumps(doc, separators=(",", ":")) + "\n"
+        if len(line) > _PIPE_BUF:
+            return
+        try:
+            os.write(self._pipe, line.encode())
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._pipe = None  # the launcher is gone
 
     def _write_telemetry(self, status, force=False):
         if self.events is None:

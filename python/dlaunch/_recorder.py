@@ -91,11 +91,12 @@ class FlightRecorder:
     def open_tail(self, path):
         """Starts the tail file (emptied: a new rank's entries only), mapped shared, so a write
         is a copy into the page cache that outlives the process. Without it the recorder keeps
-        working and only flight.json is written."""
+        working and only flight.json is written. Its blocks are allocated first: a store into a
+        hole of a mapping on a full disk is a SIGBUS, which would kill the rank."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                os.ftruncate(fd, TAIL_SLOTS * TAIL_SLOT_BYTES)
+                os.posix_fallocate(fd, 0, TAIL_SLOTS * TAIL_SLOT_BYTES)
                 self._tail = mmap.mmap(fd, TAIL_SLOTS * TAIL_SLOT_BYTES)
             finally:
                 os.close(fd)

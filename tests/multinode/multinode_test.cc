@@ -89,6 +89,8 @@ TEST_F(MultiNodeTest, ARankCannotSpeakForANodeOrPushFiles) {
     ++lines;
   EXPECT_GT(lines, 0u) << err;
   EXPECT_LT(lines, 40u) << err;
+  // The ones not printed are counted.
+  EXPECT_NE(err.find(" in all so far); the last: refused "), std::string::npos) << err;
 }
 
 TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {

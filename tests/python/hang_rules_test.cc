@@ -216,5 +216,21 @@ TEST(AgentFilesTest, HeartbeatFileBecomesRankStatus) {
   EXPECT_TRUE(std::filesystem::exists(dir / "dump_request"));
 }
 
+// #30: the line the agent sends through its pipe when heartbeat.json cannot be written.
+TEST(AgentFilesTest, PipedHeartbeatCarriesWhyTheFileCouldNotBeWritten) {
+  auto beat = python::ParseAgentHeartbeat(
+      R"({"schema":"dlaunch.heartbeat/1","rank":1,"pid":42,"unix_ms":5,"step":126,)"
+      R"("phase":"communication","last_started_seq":9,"last_completed_seq":8,)"
+      R"("write_error":"heartbeat.json: [Errno 28] No space left on device"})");
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ(beat->unix_ms, 5);
+  EXPECT_EQ(beat->status.step, 126);
+  EXPECT_EQ(beat->status.last_completed_seq, 8);
+  EXPECT_EQ(beat->write_error, "heartbeat.json: [Errno 28] No space left on device");
+  EXPECT_FALSE(python::ParseAgentHeartbeat("").has_value());
+  EXPECT_FALSE(python::ParseAgentHeartbeat(R"({"schema":"dlaunch.heartbeat/1","ra)").has_value());
+  EXPECT_FALSE(python::ParseAgentHeartbeat(R"({"schema":"dlaunch.flight/1"})").has_value());
+}
+
 }  // namespace
 }  // namespace dlaunch::launcher
