@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/base/clock.h"
@@ -25,7 +26,10 @@ constexpr time_t kIoTimeoutS = 2;
 constexpr size_t kThreads = 4;
 // The live page is redrawn from the run directory at most this often, and reloads itself every
 // kPageRefreshS: a page open in many browsers reads the run directory once per kPageEveryMs.
+// A run directory that takes long to read (1,024 ranks: ~3.6 s) is read at most a tenth of the
+// time: the page is kept for kPageCostFactor times its last drawing.
 constexpr int64_t kPageEveryMs = 2000;
+constexpr int64_t kPageCostFactor = 10;
 constexpr int kPageRefreshS = 5;
 // trace.json larger than this is left to be opened from the run directory.
 constexpr size_t kMaxTraceBytes = 256 << 20;
@@ -95,7 +99,7 @@ MetricsServer::MetricsServer(const LiveStatus* live, const std::string& addr, in
 std::string MetricsServer::Page() {
   std::lock_guard<std::mutex> lock(page_mu_);
   const int64_t now = base::UnixMillis();
-  if (page_.empty() || now - page_unix_ms_ >= kPageEveryMs) {
+  if (page_.empty() || now - page_unix_ms_ >= std::max(kPageEveryMs, kPageCostFactor * page_ms_)) {
     try {
       page_ = report::RenderReportPage(report::LoadReportSnapshot(run_dir_),
                                        report::PageOptions{kPageRefreshS});
@@ -104,7 +108,8 @@ std::string MetricsServer::Page() {
       page_ = "<!DOCTYPE html><html><body><p>dlaunch: cannot read the run directory: " +
               report::Escape(e.what()) + "</p></body></html>\n";
     }
-    page_unix_ms_ = now;
+    page_unix_ms_ = base::UnixMillis();
+    page_ms_ = page_unix_ms_ - now;
   }
   return page_;
 }
