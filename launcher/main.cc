@@ -36,8 +36,7 @@ int main(int argc, char** argv) {
   try {
     LaunchOptions options = ParseCommandLine({argv + 1, argv + argc});
     // Still before any thread: a job catches the signals it forwards, the other commands none.
-    const bool job = options.command == Command::kProgram || options.command == Command::kTrain ||
-                     options.command == Command::kPreflight;
+    const bool job = options.command == Command::kProgram || IsBuiltin(options.command);
     HandleSignals(job ? options.signals_to_handle : std::vector<int>{});
     switch (options.command) {
       case Command::kHelp:

@@ -540,9 +540,8 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   const bool user_nccl_debug = (env_debug && *env_debug) ||
                                std::any_of(o.env.begin(), o.env.end(),
                                            [](const auto& kv) { return kv.first == "NCCL_DEBUG"; });
-  o.nccl_debug = nccl_log::ResolveNcclDebug(
-      o.nccl_debug, o.command == Command::kTrain || o.command == Command::kPreflight, o.program,
-      user_nccl_debug);
+  o.nccl_debug =
+      nccl_log::ResolveNcclDebug(o.nccl_debug, IsBuiltin(o.command), o.program, user_nccl_debug);
   return o;
 }
 

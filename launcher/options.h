@@ -23,6 +23,9 @@ enum class Command {
   kStatus
 };
 
+// train and preflight: dlaunch's own rank program (dlaunch-worker), not the user's.
+inline bool IsBuiltin(Command c) { return c == Command::kTrain || c == Command::kPreflight; }
+
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;
 

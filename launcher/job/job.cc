@@ -21,7 +21,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   auto placement = PlaceRanks(o, CurrentEnv());
   const std::string host = Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, &setup, host);
-  const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
+  const bool builtin = IsBuiltin(o.command);
   if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
 
   CheckFileDescriptorLimit(o.nproc);

@@ -234,7 +234,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
       if (timer) SetEnvEntry(&process.env, kFileTimerFileVar, timer->path());
       // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
-      if (o.command == Command::kTrain || o.command == Command::kPreflight) {
+      if (IsBuiltin(o.command)) {
         process.ignored_signals = {SIGUSR1, SIGUSR2};
       } else {
         // A Python rank's heartbeats must not depend on the disk (its agent's fallback).
@@ -339,7 +339,7 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;
   } else if (r.first_failure) {
     const Command c = plan_.options().command;
-    const bool builtin = c == Command::kTrain || c == Command::kPreflight;
+    const bool builtin = IsBuiltin(c);
     std::string elsewhere;
     const std::optional<size_t> root = role_->RootCause(r, &elsewhere);
     if (!root && !builtin) {

@@ -40,15 +40,12 @@ void JobPlan::PlanRanks() {
   }
   common_ = CommonVariables();
   // After --env: a PYTHONPATH=... of the user's must not hide the rank agent.
-  if (!builtin()) python::PutAgentFirst(python_agent_dir_, &common_);
-}
-
-bool JobPlan::builtin() const {
-  return options_.command == Command::kTrain || options_.command == Command::kPreflight;
+  if (!IsBuiltin(options_.command)) python::PutAgentFirst(python_agent_dir_, &common_);
 }
 
 bool JobPlan::expects_python_agent() const {
-  if (python_agent_dir_.empty() || builtin() || !python::IsPythonEntry(options_)) return false;
+  if (python_agent_dir_.empty() || IsBuiltin(options_.command) || !python::IsPythonEntry(options_))
+    return false;
   auto it = common_.find("DLAUNCH_PYTHON_AGENT");
   if (it == common_.end()) {
     it = launcher_env_.find("DLAUNCH_PYTHON_AGENT");
@@ -107,8 +104,8 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
     v["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     v["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
   }
-  const bool builtin = o.command == Command::kTrain || o.command == Command::kPreflight;
-  if (!builtin) python::AddJobEnv(python_agent_dir_, o.python_agent, launcher_env_, &v);
+  if (!IsBuiltin(o.command))
+    python::AddJobEnv(python_agent_dir_, o.python_agent, launcher_env_, &v);
   for (const auto& [k, val] : o.env) v[k] = val;
   return v;
 }

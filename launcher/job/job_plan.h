@@ -113,7 +113,6 @@ class JobPlan {
  private:
   std::map<std::string, std::string> CommonVariables() const;
   void PlanRanks();
-  bool builtin() const;  // train or preflight: dlaunch's own ranks
 
   LaunchOptions options_;
   NodeSetup node_;

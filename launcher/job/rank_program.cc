@@ -54,7 +54,7 @@ std::string ResolveProgram(const std::string& program) {
 }
 
 std::vector<std::string> RankArgv(const LaunchOptions& o, const std::string& self_exe) {
-  if (o.command == Command::kTrain || o.command == Command::kPreflight) {
+  if (IsBuiltin(o.command)) {
     return BuiltinWorkerArgv(o, self_exe);
   }
   if (python::IsPythonEntry(o)) {
