@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -22,6 +23,21 @@ int64_t ProcStatusBytes(const char* field) {
     }
   }
   return -1;
+}
+
+std::optional<ProcStat> ReadProcStat(int pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  // The command name may hold spaces and parentheses: state and ppid follow the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  ProcStat st;
+  const int got = std::sscanf(stat.c_str() + close + 1, " %c %d", &st.state, &st.ppid);
+  if (got < 1) return std::nullopt;
+  if (got < 2) st.ppid = 0;
+  return st;
 }
 
 std::string Hostname() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace dlaunch::base {
@@ -9,6 +10,14 @@ namespace dlaunch::base {
 // A "<field>: <n> kB" line of /proc/self/status in bytes (VmRSS, VmHWM, VmSize, ...); -1 when
 // absent or unreadable. Blocks for one small read.
 int64_t ProcStatusBytes(const char* field);
+
+// The state letter ('R', 'S', 'T', ...) and parent pid of process `pid`, from /proc/<pid>/stat;
+// nullopt when it cannot be read (gone). ppid is 0 when the line stops after the state.
+struct ProcStat {
+  char state = 0;
+  int ppid = 0;
+};
+std::optional<ProcStat> ReadProcStat(int pid);
 
 // This host's name (gethostname); "" when it cannot be read.
 std::string Hostname();

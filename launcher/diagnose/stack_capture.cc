@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <sstream>
 
+#include "core/base/proc.h"
 #include "core/run_dir/rank_logs.h"
 
 namespace dlaunch::launcher {
@@ -67,14 +67,8 @@ const std::string& DefaultStackTool() {
 }
 
 std::string ProcessState(int pid) {
-  if (pid <= 0) return "";
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return "";
-  // The command name may hold spaces and parentheses: the state follows the last ')'.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return "";
-  return StateWord(stat[close + 2]);
+  const std::optional<base::ProcStat> st = base::ReadProcStat(pid);
+  return st ? StateWord(st->state) : "";
 }
 
 StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout, const std::string& tool) {

@@ -13,13 +13,12 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "launcher/supervision/log_capture.h"
 
@@ -45,16 +44,8 @@ std::string Printable(std::string_view s, size_t max = 120) {
 
 // The parent of `pid` from /proc/<pid>/stat; 0 when it cannot be read.
 pid_t ParentPid(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return 0;
-  // The command name may hold spaces and parentheses: state and ppid follow the last ')'.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  char state = 0;
-  int ppid = 0;
-  if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return 0;
-  return ppid;
+  const std::optional<base::ProcStat> st = base::ReadProcStat(pid);
+  return st ? st->ppid : 0;
 }
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
