@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/common/paused_child.h"
 #include "tests/diagnose/test_util.h"
 
 namespace dlaunch::launcher {
@@ -95,24 +96,8 @@ HangMonitor::Options FastOptions() {
   return o;
 }
 
-// A child that sleeps in pause() until killed: a stand-in for a hung rank.
-class Child {
- public:
-  Child() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-  }
-  ~Child() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  int pid() const { return pid_; }
-
- private:
-  int pid_;
-};
+// A stand-in for a hung rank.
+using Child = ::dlaunch::testing::PausedChild;
 
 TEST(HangMonitorTest, ProgressingJobNeverFires) {
   const testing::TestDir tmp("diagnose");

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "launcher/supervision/file_timer.h"
+#include "tests/common/paused_child.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -24,40 +25,7 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// A child that waits to be killed.
-class Child {
- public:
-  Child() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      for (;;) ::pause();
-    }
-    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  }
-  ~Child() {
-    if (!reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(pidfd_);
-  }
-  pid_t pid() const { return pid_; }
-  // The signal that ended it within `timeout_ms`; 0 while it still runs.
-  int WaitKilled(int timeout_ms) {
-    pollfd p{pidfd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) != 1) return 0;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return WIFSIGNALED(status) ? WTERMSIG(status) : -1;
-  }
-  bool Alive() const { return !reaped_ && ::kill(pid_, 0) == 0; }
-
- private:
-  pid_t pid_ = -1;
-  int pidfd_ = -1;
-  bool reaped_ = false;
-};
+using Child = ::dlaunch::testing::PausedChild;
 
 void Send(const std::string& fifo, const std::string& text) {
   const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
