@@ -1,3 +1,6 @@
+// Just over the house's 600 lines: every text form of a diagnosis (console and diagnosis.txt) is
+// here, so that they stay worded alike; the mismatch wording (MismatchGroup) is the part to move
+// out when it grows again.
 #include "launcher/diagnose/render_text.h"
 
 #include <algorithm>

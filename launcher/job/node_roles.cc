@@ -1,3 +1,6 @@
+// Longer than the house's 600 lines: the three roles (single node, node 0 of several, a joining
+// node) share their helpers here. The split into one file per role goes with the rank-program
+// reshaping of the job (issue #24, part 1), which changes these classes' interface too.
 #include "launcher/job/node_roles.h"
 
 #include <atomic>
