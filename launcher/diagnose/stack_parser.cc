@@ -83,6 +83,9 @@ struct PythonFrame {
   std::string file, line, func, code;
 };
 
+// The agent's line on the DataLoader workers, after the threads.
+const char kWorkersLine[] = "DataLoader workers of the main thread's loader: ";
+
 // The main thread's frames in py_stacks.txt, outermost first, as Python prints them.
 std::vector<PythonFrame> PythonMainThreadFrames(const std::string& stacks) {
   static const std::regex frame_re(R"re(^\s*File "([^"]*)", line (\d+), in (.*)$)re");
@@ -91,7 +94,7 @@ std::vector<PythonFrame> PythonMainThreadFrames(const std::string& stacks) {
   std::vector<PythonFrame> frames;
   bool in_main = false;
   while (std::getline(in, line)) {
-    if (line.rfind("Thread ", 0) == 0) {
+    if (line.rfind("Thread ", 0) == 0 || line.rfind(kWorkersLine, 0) == 0) {
       if (in_main) break;  // the main thread's block ended
       in_main = line.find(" (main) ") != std::string::npos;
       continue;
@@ -154,6 +157,58 @@ std::string UserAndLibraryFrames(const std::vector<PythonFrame>& frames) {
   std::string out = BaseName(u.file) + ":" + u.line + " " + (u.code.empty() ? u.func : u.code);
   if (explain) out += " > " + BaseName(explain->file) + ":" + explain->line + " " + explain->func;
   return out;
+}
+
+// "waits for DataLoader worker 0 (pid 4242, S (sleeping)) at data.py:52 __getitem__": the worker
+// the main thread's loader waits for, from the agent's workers line, and the innermost frame of
+// the user's own files in that worker's faulthandler stacks (most recent call first), else its
+// innermost frame. "" without a workers line that names a waited-for worker.
+std::string WaitedWorker(const std::string& stacks) {
+  const size_t at = stacks.find(std::string("\n") + kWorkersLine);
+  if (at == std::string::npos) return "";
+  std::istringstream in(stacks.substr(at + 1));
+  std::string summary;
+  std::getline(in, summary);
+  static const std::regex waits_re(R"(; it waits for worker (\d+) )");
+  std::smatch m;
+  if (!std::regex_search(summary, m, waits_re)) return "";
+  const std::string id = m[1].str();
+  const std::regex worker_re("worker " + id + R"( \((pid [^,]*, [^)]*\)?)\))");
+  std::string out = "waits for DataLoader worker " + id;
+  if (std::regex_search(summary, m, worker_re)) out += " (" + m[1].str() + ")";
+  static const std::regex frame_re(R"re(^\s*File "([^"]*)", line (\d+) in (.*)$)re");
+  // The thread that ran the signal handler (faulthandler's "Current thread", the worker's main
+  // one), else the first; innermost frame first.
+  std::string line;
+  std::vector<PythonFrame> frames, current;
+  bool in_worker = false, in_current = false;
+  int blocks = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("Worker " + id + " ", 0) == 0) {
+      in_worker = true;
+    } else if (!in_worker) {
+      continue;
+    } else if (line.rfind("Current thread ", 0) == 0 || line.rfind("Thread ", 0) == 0) {
+      in_current = line[0] == 'C';
+      ++blocks;
+    } else if (std::regex_search(line, m, frame_re)) {
+      if (in_current || blocks <= 1) {
+        (in_current ? current : frames).push_back({m[1].str(), m[2].str(), m[3].str(), ""});
+      }
+    } else if (!line.empty()) {
+      break;  // past the worker's stacks
+    }
+  }
+  if (!current.empty()) frames = current;
+  if (frames.empty()) return out + ", whose stacks did not come";
+  const PythonFrame* pick = &frames.front();
+  for (const PythonFrame& f : frames) {
+    if (!IsLibraryFile(f.file)) {
+      pick = &f;
+      break;
+    }
+  }
+  return out + " at " + BaseName(pick->file) + ":" + pick->line + " " + pick->func;
 }
 
 StackActivity ClassifyPython(const PythonFrame& innermost) {
@@ -219,6 +274,8 @@ StackSummary ParsePythonStacks(const std::string& stacks) {
     inner += (inner.empty() ? "" : " < ") + BaseName(f.file) + ":" + f.line + " " + f.func;
   }
   out.top += inner;
+  const std::string worker = WaitedWorker(stacks);
+  if (!worker.empty()) out.top += "; " + worker;
   return out;
 }
 

@@ -13,7 +13,6 @@ but is not the rank: from the fork on, the child's agent writes nothing (detach)
 rank's error.json, heartbeat and flight recorder stay the rank's own.
 """
 import atexit
-import faulthandler
 import json
 import os
 import signal
@@ -23,7 +22,7 @@ import threading
 import time
 import traceback
 
-from . import _files, _memory, _torch_fr
+from . import _files, _memory, _torch_fr, _workers
 from ._recorder import FlightRecorder
 
 HEARTBEAT_FILE = "heartbeat.json"
@@ -63,7 +62,7 @@ def start_from_env():
         return None  # a child of the rank (DataLoader worker, subprocess)
     os.environ["DLAUNCH_PYTHON_AGENT_PID"] = str(os.getpid())
     _agent = Agent(os.environ["DLAUNCH_RANK_DIR"])
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_workers.before_fork, after_in_child=_after_fork_in_child)
     _agent.start()
     return _agent
 
@@ -73,6 +72,7 @@ def _after_fork_in_child():
     agent, _agent = _agent, None
     if agent is not None:
         agent.detach()
+        _workers.in_child()
 
 
 def _agent_pipe():
@@ -243,6 +243,7 @@ class Agent:
         try:
             if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
                 signal.signal(signal.SIGUSR1, self._on_sigusr1)
+                _workers.agent_sigusr1 = self._on_sigusr1
         except (ValueError, OSError, AttributeError):
             pass
 
@@ -486,6 +487,11 @@ class Agent:
                        (ident, name, " (main)" if ident == main_ident else ""))
             for line in traceback.format_stack(frames[ident]):
                 out.append(line.rstrip("\n"))
+        if main_ident in frames:
+            workers = _workers.describe(frames[main_ident])
+            if workers:
+                out.append("")
+                out.extend(workers)
         try:
             _files.write_atomically(self._path(STACKS_FILE), "\n".join(out) + "\n")
         except OSError:

@@ -109,6 +109,11 @@ TEST_P(DiagnosisMatrixTest, HeadlineIsRightOrUndecided) {
     EXPECT_EQ(top.rfind("faults.py:", 0), 0u) << top;
     EXPECT_THAT(top, HasSubstr("> dataloader.py:")) << top;
     EXPECT_THAT(top, HasSubstr("_next_data; innermost: ")) << top;
+    // Then the worker it waits for, at the user's frame in that worker's own stacks.
+    const size_t worker = top.find("; waits for DataLoader worker 0 (pid ");
+    ASSERT_NE(worker, std::string::npos) << top;
+    EXPECT_THAT(top.substr(worker), HasSubstr(") at faults.py:")) << top;
+    EXPECT_THAT(top.substr(worker), HasSubstr(" __getitem__")) << top;
   }
 }
 
