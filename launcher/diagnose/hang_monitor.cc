@@ -42,8 +42,20 @@ int64_t InFlightSeq(const core::RankStatus& s) {
 // When a linked rank last moved: its own account where it gives one (the Python agent's
 // progress_unix_ms counts the start of the call it is in, the coordinator's the heartbeat that
 // showed the change), else when the monitor saw its seq or step change.
-int64_t ProgressOf(int64_t seen_unix_ms, const RankLiveState& r) {
-  return r.last_progress_unix_ms > 0 ? r.last_progress_unix_ms : seen_unix_ms;
+// When the rank last moved, as the launcher saw its status change. A native rank on this host
+// that is inside a collective moved last when it entered it: its heartbeat carries that start
+// time (its newest arrival, by the same clock), while the status saying so reaches the launcher
+// up to a heartbeat interval later. The start time is taken within `lateness` of the seen time
+// (the newest arrival is an older collective's when the rank is in a point-to-point call).
+int64_t ProgressOf(int64_t seen_unix_ms, const RankLiveState& r, int64_t lateness_ms) {
+  const int64_t seen = r.last_progress_unix_ms > 0 ? r.last_progress_unix_ms : seen_unix_ms;
+  const core::RankStatus& s = r.status;
+  if (r.python_agent || r.remote || s.arrival_unix_us.empty() ||
+      s.last_started_seq <= s.last_completed_seq) {
+    return seen;
+  }
+  const int64_t entered = s.arrival_unix_us.back() / 1000;
+  return entered > 0 ? std::min(seen, std::max(entered, seen - lateness_ms)) : seen;
 }
 
 // Every linked, living rank has sent a heartbeat at or after `since` (its status is at least that
@@ -104,7 +116,7 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
           now - r.last_heartbeat_unix_ms > heartbeat_ms) {
         add(who + ": no heartbeat for " + FormatDurationMs(now - r.last_heartbeat_unix_ms));
       }
-      const int64_t progress = ProgressOf(t.progress_unix_ms, r);
+      const int64_t progress = ProgressOf(t.progress_unix_ms, r, options_.stall_confirm.count());
       newest_progress = std::max(newest_progress, progress);
       // A native rank may report its phase before the seq of the collective it enters.
       const bool in_flight = r.status.last_started_seq > r.status.last_completed_seq ||
@@ -135,7 +147,8 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
       if (p.rank == r->rank || !(p.linked || p.exited)) continue;
       if (p.exited || InFlightSeq(p.status) < seq) absent.push_back(p.rank);
     }
-    const int64_t waited = now - ProgressOf(tracks_[r->rank].progress_unix_ms, *r);
+    const int64_t waited =
+        now - ProgressOf(tracks_[r->rank].progress_unix_ms, *r, options_.stall_confirm.count());
     const std::string where = "rank " + std::to_string(r->rank) + ": no progress for " +
                               FormatDurationMs(waited) + " in collective #" + std::to_string(seq) +
                               (r->status.current_op.empty() ? "" : " " + r->status.current_op);

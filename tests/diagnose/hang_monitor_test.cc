@@ -163,6 +163,43 @@ TEST(HangMonitorTest, StalledJobIsDiagnosedAfterHangTimeout) {
   EXPECT_EQ(job.dump_requests, 2);
 }
 
+TEST(HangMonitorTest, ANativeRanksStallCountsFromWhenItEnteredTheCollective) {
+  // The launcher saw ranks 0, 1 and 3 enter #5 at kT0, a heartbeat after they did: their
+  // heartbeats say they entered it 1.5 s before that, which counts (within stall_confirm).
+  const testing::TestDir tmp("diagnose");
+  FakeJob job(tmp.string(), 4, true);
+  for (RankLiveState& r : job.ranks) {
+    r.status.last_completed_seq = 4;
+    r.status.last_started_seq = r.rank == 2 ? 4 : 5;
+    r.status.arrivals_first_seq = 0;
+    r.status.arrival_unix_us = {(kT0 - 1500) * 1000};
+    r.last_progress_unix_ms = kT0;
+  }
+  job.ranks[2].status.phase = core::Phase::kData;
+  HangMonitor::Options o = FastOptions();
+  o.stall_confirm = std::chrono::seconds(2);
+  HangMonitor monitor(job, o);
+  job.Heartbeat(kT0 + 8400);
+  EXPECT_FALSE(monitor.Poll(kT0 + 8400).has_value());
+  job.Heartbeat(kT0 + 8600);
+  std::optional<Diagnosis> d = monitor.Poll(kT0 + 8600);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_THAT(job.last_reason,
+              HasSubstr("no progress for 10 s in collective #5, rank 2 has not entered it"));
+  // An entry older than stall_confirm before the launcher saw it counts only as that much.
+  FakeJob old(tmp.string(), 4, true);
+  for (RankLiveState& r : old.ranks) {
+    r.status = job.ranks[r.rank].status;
+    r.status.arrival_unix_us = {(kT0 - 60000) * 1000};
+    r.last_progress_unix_ms = kT0;
+  }
+  HangMonitor bounded(old, o);
+  old.Heartbeat(kT0 + 7900);
+  EXPECT_FALSE(bounded.Poll(kT0 + 7900).has_value());
+  old.Heartbeat(kT0 + 8100);
+  EXPECT_TRUE(bounded.Poll(kT0 + 8100).has_value());
+}
+
 TEST(HangMonitorTest, QuietHeartbeatFiresBeforeHangTimeout) {
   const testing::TestDir tmp("diagnose");
   FakeJob job(tmp.string(), 4, true);
