@@ -265,6 +265,23 @@ class Inference {
     return {ranks.begin(), ranks.end()};
   }
 
+  // Ranks still waiting in the frontier collective that other ranks completed: every rank's part
+  // arrived (or the others could not have completed it), so what holds them is their own (a
+  // stopped process, a stuck thread), not a peer.
+  std::vector<int> StayedBehind() const {
+    std::vector<int> behind;
+    bool someone_done = false;
+    for (int e : v_.entered) {
+      const RankFacts& r = f_[e];
+      if (r.last_completed >= v_.frontier) {
+        someone_done = true;
+      } else if (!r.exited) {
+        behind.push_back(e);
+      }
+    }
+    return someone_done ? behind : std::vector<int>{};
+  }
+
   // Whether some rank's flight.json answered a dump request: then a rank that left none did not
   // answer, which is evidence, not just a teardown that came first.
   bool DumpWasRequested() const {
@@ -290,6 +307,11 @@ class Inference {
     }
     if (!culprits.empty()) {
       *reason = CulpritReason::kUnresponsive;
+      return culprits;
+    }
+    culprits = StayedBehind();
+    if (!culprits.empty()) {
+      *reason = CulpritReason::kStayedBehind;
       return culprits;
     }
     // A rank that is gone while the others wait cannot ever join them.
@@ -349,10 +371,18 @@ class Inference {
       }
       return false;
     };
+    // Whether `rank` is in the group of `waiter`'s call `w`, as the waiter's dump lists its
+    // groups (a member when it lists none): a rank outside a group never calls it.
+    auto member = [&](int rank, int waiter, const FlightEntry& w) {
+      const auto& groups = f_[waiter].flight->process_groups;
+      const auto it = groups.find(w.pg);
+      return it == groups.end() || Contains(it->second.ranks, rank);
+    };
     std::set<int> locked;
     for (const auto& [a, wa] : waits) {
       for (const auto& [b, wb] : waits) {
-        if (a < b && wa->pg != wb->pg && !called(b, *wa) && !called(a, *wb)) {
+        if (a < b && wa->pg != wb->pg && member(b, a, *wa) && member(a, b, *wb) &&
+            !called(b, *wa) && !called(a, *wb)) {
           locked.insert({a, b});
         }
       }
@@ -388,7 +418,8 @@ class Inference {
       // A culprit's own state can say more than the rule that found it.
       const RankFacts& r = f_[c];
       CulpritReason why = reason;
-      if (reason != CulpritReason::kNeverEntered && reason != CulpritReason::kQuietLongest) {
+      if (reason != CulpritReason::kNeverEntered && reason != CulpritReason::kQuietLongest &&
+          reason != CulpritReason::kStayedBehind) {
         why = CulpritReason::kUnstated;
         if (r.unresponsive()) {
           why = CulpritReason::kUnresponsive;

@@ -94,6 +94,7 @@ enum class CulpritReason {
   kNeverEntered,       // missing from the frontier collective
   kNamedByWatchdog,    // a watchdog named it missing and it left no record
   kUnresponsive,       // did not answer the dump request, or stopped
+  kStayedBehind,       // still in the collective that the others completed
   kLeftNoRecord,       // no flight recorder while the others wait
   kExitedWhileWaited,  // gone while the others wait for it
   kOtherPhase,         // telemetry shows it doing something else

@@ -369,6 +369,10 @@ class Renderer {
       case CulpritReason::kNamedByWatchdog:
         why = "never entered (named missing by the collective watchdog)";
         break;
+      case CulpritReason::kStayedBehind:
+        why =
+            "still in it after the others completed it (stopped, or stuck after sending its part)";
+        break;
       case CulpritReason::kLeftNoRecord:
         why = "left no flight recorder dump";
         break;
@@ -413,7 +417,7 @@ class Renderer {
     if (!v_.done.empty()) {
       d_.headline += (v_.waiting.empty() ? "" : ", ") + Plural(v_.done) + " completed it";
     }
-    if (v_.missing.empty() && v_.unknown.empty() && v_.stale.empty()) {
+    if (v_.done.empty() && v_.missing.empty() && v_.unknown.empty() && v_.stale.empty()) {
       d_.headline += " (all ranks entered, none completed)";
     }
     for (int m : v_.missing) {

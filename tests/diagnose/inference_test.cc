@@ -164,6 +164,37 @@ TEST(InferenceTest, GroupsCalledInOppositeOrdersAreADeadlock) {
             "<module>; the ranks call these groups in different orders");
 }
 
+TEST(InferenceTest, WaitsInGroupsAPeerIsNotInAreNoDeadlock) {
+  // A 2x2 mesh: tp groups 1 = (0,1) and 2 = (2,3), dp groups 3 = (0,2) and 4 = (1,3). Rank 1
+  // stalls before its second tp all_reduce: rank 0 waits for it in group 1, ranks 2 and 3 wait
+  // in dp groups for ranks 0 and 1. No two of them wait for each other.
+  const rundir::OpState done = rundir::OpState::kCompleted;
+  RunBuilder b(4);
+  b.Calls(0, {{"allreduce", "m.py:1 f", done, "1"},
+              {"allreduce", "m.py:2 f", done, "3"},
+              {"allreduce", "m.py:1 f", kStarted, "1"}});
+  b.Calls(1, {{"allreduce", "m.py:1 f", done, "1"}, {"allreduce", "m.py:2 f", done, "4"}});
+  b.Calls(2, {{"allreduce", "m.py:1 f", done, "2"},
+              {"allreduce", "m.py:2 f", done, "3"},
+              {"allreduce", "m.py:1 f", done, "2"},
+              {"allreduce", "m.py:2 f", kStarted, "3"}});
+  b.Calls(3, {{"allreduce", "m.py:1 f", done, "2"},
+              {"allreduce", "m.py:2 f", done, "4"},
+              {"allreduce", "m.py:1 f", done, "2"},
+              {"allreduce", "m.py:2 f", kStarted, "4"}});
+  for (RankRecord& r : b.run_.ranks) {
+    r.flight.process_groups = {{"0", {{0, 1, 2, 3}, "gloo"}},
+                               {"1", {{0, 1}, "gloo"}},
+                               {"2", {{2, 3}, "gloo"}},
+                               {"3", {{0, 2}, "gloo"}},
+                               {"4", {{1, 3}, "gloo"}}};
+  }
+  Diagnosis d = b.Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.headline, Not(HasSubstr("deadlock"))) << d.headline;
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(1)) << d.headline;
+}
+
 TEST(InferenceTest, CollectivesLineUpPerProcessGroup) {
   // The same calls, interleaved differently across two groups: no mismatch by seq.
   std::vector<Call> r0 = {{"allreduce", "a.py:1 f", rundir::OpState::kCompleted, "1", 8},
@@ -172,6 +203,22 @@ TEST(InferenceTest, CollectivesLineUpPerProcessGroup) {
                           {"allreduce", "a.py:1 f", rundir::OpState::kCompleted, "1", 8}};
   Diagnosis d = RunBuilder(2).Calls(0, r0).Calls(1, r1).Exit(0, 0).Exit(1, 0).Analyze();
   EXPECT_EQ(d.kind, DiagnosisKind::kOk) << d.headline;
+}
+
+TEST(InferenceTest, ARankStillInACollectiveTheOthersCompletedIsTheCulprit) {
+  // Rank 2 was stopped after its part of #4 went out: the others completed #4 and wait in #5.
+  std::vector<Call> ahead = Steps(2), behind = Steps(2);
+  ahead.push_back({"allreduce", "train.py:10 <module>"});
+  ahead.push_back({"barrier", "train.py:11 <module>", kStarted});
+  behind.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  Diagnosis d =
+      RunBuilder(4).Calls(0, ahead).Calls(1, ahead).Calls(2, behind).Calls(3, ahead).Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
+  EXPECT_THAT(d.headline, HasSubstr("ranks 0,1,3 completed it"));
+  EXPECT_THAT(d.headline, HasSubstr("rank 2 still in it after the others completed it"));
+  EXPECT_THAT(d.headline, Not(HasSubstr("none completed")));
+  EXPECT_THAT(d.headline, Not(HasSubstr("no rank stands out")));
 }
 
 TEST(InferenceTest, ExitCodeThreeOfAnyProgramIsItsOwnExit) {
@@ -254,6 +301,44 @@ TEST(StackParserTest, ADataLoaderWaitLeadsWithTheUsersFrameAndTheDataLoaderFrame
                         0),
             0u)
       << s.top;
+}
+
+TEST(StackParserTest, TheWorkerTheLoaderWaitsForIsNamedWithItsOwnFrame) {
+  const std::string main =
+      "Thread 1 \"MainThread\" (main) (most recent call last):\n"
+      "  File \"/job/train.py\", line 12, in <module>\n"
+      "    for b in loader:\n"
+      "  File \"/usr/lib/python3.11/selectors.py\", line 416, in select\n"
+      "    fd_event_list = self._selector.poll(timeout)\n"
+      "\n";
+  const std::string workers =
+      "DataLoader workers of the main thread's loader: worker 0 (pid 4241, S (sleeping)), "
+      "worker 1 (pid 4242, S (sleeping)); it waits for worker 1 (batch 7)\n";
+  const std::string worker_stacks =
+      "Worker 1 (pid 4242) stacks (most recent call first):\n"
+      "Thread 0x00007f3c5a1b3000 (most recent call first):\n"
+      "  File \"/job/feeder.py\", line 3 in feed\n"
+      "\n"
+      "Current thread 0x00007f3c5a1b2740 (most recent call first):\n"
+      "  File \"/job/data.py\", line 52 in __getitem__\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/utils/data/_utils/fetch.py\", line 58 in "
+      "<listcomp>\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py\", line 302 in "
+      "_worker_loop\n";
+  StackSummary s = ParsePythonStacks(main + workers + worker_stacks);
+  EXPECT_THAT(s.top, HasSubstr("fd_event_list = self._selector.poll(timeout) < selectors.py:416 "
+                               "select < train.py:12 <module>; waits for DataLoader worker 1 "
+                               "(pid 4242, S (sleeping)) at data.py:52 __getitem__"));
+  // The workers' lines are no frames of the main thread.
+  EXPECT_THAT(s.top, Not(HasSubstr("worker.py")));
+  // A worker that did not answer is still named, with its state.
+  StackSummary silent = ParsePythonStacks(main + workers);
+  EXPECT_THAT(silent.top, HasSubstr("; waits for DataLoader worker 1 (pid 4242, S (sleeping)), "
+                                    "whose stacks did not come"));
+  // Without a waited-for worker nothing is added.
+  StackSummary idle = ParsePythonStacks(
+      main + "DataLoader workers of the main thread's loader: worker 0 (pid 4241, S (sleeping))\n");
+  EXPECT_THAT(idle.top, Not(HasSubstr("waits for")));
 }
 
 TEST(StackParserTest, TheAgentsWrapperFrameIsLeftOut) {
