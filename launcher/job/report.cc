@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -77,17 +76,6 @@ std::string DescribeFailure(const RankOutcome& o, const std::string& rank_dir) {
   return own + " (its process then ended by the teardown: " + DescribeExit(o) + ")";
 }
 
-std::vector<std::string> TailLines(const std::string& path, size_t n) {
-  std::ifstream in(path);
-  std::deque<std::string> tail;
-  std::string line;
-  while (std::getline(in, line)) {
-    tail.push_back(line);
-    if (tail.size() > n) tail.pop_front();
-  }
-  return {tail.begin(), tail.end()};
-}
-
 static std::string FormatTime(int64_t unix_ms) {
   std::time_t t = unix_ms / 1000;
   std::tm tm{};
@@ -121,7 +109,7 @@ std::string FormatRootCause(const RankOutcome& f, const std::string& host,
   out << "  logs      : " << rank_dir << "/\n";
   // The launcher's own copy, which a full disk cannot lose; the log where it has none.
   std::vector<std::string> tail = f.stderr_tail;
-  if (tail.empty()) tail = TailLines(rundir::RankDir(rank_dir).stderr_log(), 10);
+  if (tail.empty()) tail = base::TailLines(rundir::RankDir(rank_dir).stderr_log(), 10);
   if (!tail.empty()) {
     out << "  last stderr lines:\n";
     for (const auto& l : tail) out << "    " << l << "\n";

@@ -29,9 +29,6 @@ std::string DescribeExit(const RankOutcome& outcome);
 // Blocks for one bounded file read.
 std::string DescribeFailure(const RankOutcome& outcome, const std::string& rank_dir);
 
-// The last `n` lines of a file; empty when it cannot be read.
-std::vector<std::string> TailLines(const std::string& path, size_t n);
-
 // torchrun's "Root Cause (first observed failure)" block, plus where the logs are.
 std::string FormatRootCause(const RankOutcome& failed, const std::string& host,
                             const std::string& rank_dir, const std::string& extra);

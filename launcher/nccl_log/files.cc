@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/run_dir/paths.h"
+#include "launcher/nccl_log/line.h"
 #include "launcher/nccl_log/parser.h"
 
 namespace dlaunch::launcher::nccl_log {
@@ -13,8 +14,6 @@ namespace {
 
 constexpr size_t kChunk = 1 << 20;
 constexpr size_t kMaxLine = 64 << 10;
-
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 }  // namespace
 

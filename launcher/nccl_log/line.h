@@ -24,6 +24,11 @@ struct LogLine {
   int mpi_rank = -1;  // from Open MPI's "[job,rank]<stdout>:" or srun's "rank: " prefix
 };
 
+// Whether `s` begins with `prefix`: the test most of a log line's reading is made of.
+inline bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
 // Splits `raw` (one line, without its newline). Returns false for a line that is not NCCL's.
 // The views point into `raw`. Does not allocate.
 bool SplitLine(std::string_view raw, LogLine* out);

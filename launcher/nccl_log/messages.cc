@@ -1,5 +1,6 @@
 #include "launcher/nccl_log/messages.h"
 
+#include "launcher/nccl_log/line.h"
 #include "launcher/nccl_log/parser.h"
 
 namespace dlaunch::launcher::nccl_log {
@@ -7,8 +8,6 @@ namespace dlaunch::launcher::nccl_log {
 namespace {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 void SkipSpaces(std::string_view* s) {
   while (!s->empty() && (s->front() == ' ' || s->front() == '\t')) s->remove_prefix(1);

@@ -19,7 +19,6 @@ constexpr size_t kMaxComms = 256;
 constexpr size_t kMaxChannels = 128;
 constexpr size_t kMaxSmallList = 16;
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool Contains(std::string_view s, std::string_view p) {
   return s.find(p) != std::string_view::npos;
 }

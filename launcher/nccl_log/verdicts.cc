@@ -4,13 +4,13 @@
 #include <map>
 #include <set>
 
+#include "launcher/nccl_log/line.h"
 #include "launcher/nccl_log/report.h"
 
 namespace dlaunch::launcher::nccl_log {
 
 namespace {
 
-bool StartsWith(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 bool Contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
 
 template <typename Container>
