@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/base/proc.h"
 #include "core/error.h"
 
 namespace dlaunch::core {
@@ -34,12 +35,10 @@ bool HostTopology::AnyShared() const { return MaxLocalSize() > 1; }
 
 std::string LocalHostId(const std::string& override_id) {
   if (!override_id.empty()) return override_id;
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   const char* node = std::getenv("GROUP_RANK");
-  return std::string(name) + "/" + boot + "/node" + (node && *node ? node : "0");
+  return base::Hostname() + "/" + boot + "/node" + (node && *node ? node : "0");
 }
 
 HostTopology ExchangeTopology(Store& store, int rank, int size, const std::string& host_id,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/base/proc.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/summary_file.h"
 
@@ -43,8 +44,7 @@ JobLiveness CheckJobLiveness(const std::string& run_dir, const std::string& comm
                                      command + " (see dlaunch diagnose " + run_dir + ")"};
   }
   // A launcher that died (SIGKILL) left "running": its ranks on this host tell.
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
+  const std::string host = base::Hostname();
   if (summary.host == host) {
     bool any = false, alive = false;
     for (const rundir::SummaryRank& r : summary.ranks) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/exit_codes.h"
 
 namespace dlaunch::launcher {
@@ -201,8 +202,8 @@ bool Vanished(const RankRecord& rec) {
   if (!rec.summary || rec.summary->status != RankStatus::kRunning || rec.summary->pid <= 0) {
     return false;
   }
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0 || rec.summary->host != host) return false;
+  const std::string host = base::Hostname();
+  if (host.empty() || rec.summary->host != host) return false;
   return ::kill(rec.summary->pid, 0) != 0 && errno == ESRCH;
 }
 

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "core/base/proc.h"
 #include "launcher/builtins.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
@@ -19,7 +20,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   std::vector<std::string> argv = RankArgv(o, self_exe);
   NodeSetup setup = ResolveNodeSetup(&o);
   auto placement = PlaceRanks(o, CurrentEnv());
-  const std::string host = Hostname();
+  const std::string host = base::Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, &setup, host);
   const bool builtin = IsBuiltin(o.command);
   if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/slurm_token.h"
@@ -153,12 +154,6 @@ std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
   return {endpoint.substr(0, colon), port};
 }
 
-std::string Hostname() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return host;
-}
-
 std::string NewRunId() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -245,7 +240,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
     // Node 0 proposes its own address and a free port; MPI carries it to every launcher.
     std::string proposal;
     if (o->node_rank == 0) {
-      proposal = (o->master_addr != "127.0.0.1" ? o->master_addr : Hostname()) + ":" +
+      proposal = (o->master_addr != "127.0.0.1" ? o->master_addr : base::Hostname()) + ":" +
                  std::to_string(PickFreePort("0.0.0.0"));
     }
     o->rdzv_endpoint = AgreeOverMpi(proposal);

@@ -42,9 +42,6 @@ void ApplySingleNodeEndpoint(LaunchOptions* o);
 // host:port -> {host, port}; throws UsageError naming --rdzv-endpoint.
 std::pair<std::string, int> SplitEndpoint(const std::string& endpoint);
 
-// This machine's host name.
-std::string Hostname();
-
 // "20261201-103000-ab12": the local time and two random bytes.
 std::string NewRunId();
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/base/unique_fd.h"
 #include "core/error.h"
 
@@ -38,9 +39,7 @@ void CheckFolder(const std::string& dir) {
 // one first (also over NFS), and that one stands.
 void CreateSecret(const std::string& path) {
   const std::string text = base::RandomHex(32) + "\n";
-  char host[64] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string tmp = path + ".tmp." + host + "." + std::to_string(::getpid());
+  const std::string tmp = path + ".tmp." + base::Hostname() + "." + std::to_string(::getpid());
   {
     base::UniqueFd fd(
         ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/flight_recorder.h"
 #include "core/comm/link_paths.h"
@@ -112,9 +113,7 @@ std::vector<DeviceInfo> Suite::Devices() {
   DeviceInfo mine;
   mine.rank = ctx_.rank;
   mine.pid = static_cast<int>(::getpid());
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  mine.host = host;
+  mine.host = base::Hostname();
   mine.device = ctx_.local_rank;
   mine.name = backend_ == "nccl" ? "CUDA device (nccl)" : "CPU (gloo)";
   auto store = core::MakePrefixStore(ctx_.store_prefix + "devices/", store_);
