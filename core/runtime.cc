@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/base/proc.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"

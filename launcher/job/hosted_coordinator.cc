@@ -5,13 +5,15 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/base/proc.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/events_file.h"
 #include "core/run_dir/live_file.h"
 #include "core/run_dir/paths.h"
 #include "core/runtime.h"
-#include "core/telemetry.h"
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/diagnose/rank_facts.h"
 #include "launcher/diagnose/run_snapshot.h"

@@ -10,13 +10,14 @@
 #include <iostream>
 #include <map>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/attempts.h"
 #include "core/run_dir/job_events.h"
 #include "core/run_dir/leftovers.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 #include "launcher/builtins.h"
 #include "launcher/job/agent_watch.h"
 #include "launcher/job/report.h"

@@ -1,7 +1,7 @@
 #include "launcher/job/live_job.h"
 
+#include "core/base/clock.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 #include "launcher/python/agent_files.h"
 
 namespace dlaunch::launcher {

@@ -13,11 +13,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/base/clock.h"
 #include "core/base/files.h"
 #include "core/error.h"
 #include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 #include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {

@@ -6,9 +6,10 @@
 
 #include <iostream>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
-#include "core/telemetry.h"
 #include "launcher/rendezvous/request_checks.h"
 
 namespace dlaunch::launcher {

@@ -16,10 +16,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/base/format.h"
 #include "core/error.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 #include "launcher/supervision/log_capture.h"
 
 namespace dlaunch::launcher {

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <future>
 
+#include "core/base/files.h"
 #include "core/error.h"
+#include "core/run_dir/events_file.h"
 #include "core/runtime.h"
 #include "core/telemetry.h"
 #include "tests/common/test_dir.h"

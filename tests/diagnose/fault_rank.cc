@@ -18,11 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/files.h"
 #include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
 #include "core/error.h"
+#include "core/run_dir/events_file.h"
 #include "core/runtime.h"
 #include "core/telemetry.h"
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "core/base/files.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "core/runtime.h"

@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/base/files.h"
 #include "core/base/proc.h"
 #include "core/comm/comm_options.h"
 #include "core/comm/flight_recorder.h"
@@ -23,7 +24,6 @@
 #include "core/exit_codes.h"
 #include "core/run_dir/paths.h"
 #include "core/run_dir/report_files.h"
-#include "core/telemetry.h"
 #include "worker/preflight/bandwidth_sweep.h"
 #include "worker/preflight/hang_test.h"
 #include "worker/preflight/nccl_table.h"

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "core/telemetry.h"
+#include "core/base/clock.h"
 
 namespace dlaunch::worker {
 namespace {

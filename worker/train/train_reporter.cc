@@ -4,11 +4,11 @@
 #include <sstream>
 
 #include "core/base/clock.h"
+#include "core/base/files.h"
 #include "core/base/format.h"
 #include "core/run_dir/error_file.h"
 #include "core/run_dir/events_file.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 
 namespace dlaunch::worker {
 namespace {
