@@ -25,7 +25,7 @@
 #include "core/run_dir/paths.h"
 #include "core/run_dir/report_files.h"
 #include "worker/preflight/bandwidth_sweep.h"
-#include "worker/preflight/hang_test.h"
+#include "worker/preflight/deadlock_check.h"
 #include "worker/preflight/nccl_table.h"
 #include "worker/preflight/op_table.h"
 #include "worker/preflight/p2p_matrix.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "worker/preflight/bandwidth_sweep.h"
-#include "worker/preflight/hang_test.h"
+#include "worker/preflight/deadlock_check.h"
 #include "worker/preflight/nccl_table.h"
 #include "worker/preflight/p2p_matrix.h"
 #include "worker/preflight/preflight_options.h"

@@ -1,4 +1,4 @@
-#include "worker/preflight/hang_test.h"
+#include "worker/preflight/deadlock_check.h"
 
 #include <iostream>
 #include <mutex>
