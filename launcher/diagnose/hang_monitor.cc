@@ -41,12 +41,12 @@ int64_t InFlightSeq(const core::RankStatus& s) {
 
 // When a linked rank last moved: its own account where it gives one (the Python agent's
 // progress_unix_ms counts the start of the call it is in, the coordinator's the heartbeat that
-// showed the change), else when the monitor saw its seq or step change.
-// When the rank last moved, as the launcher saw its status change. A native rank on this host
-// that is inside a collective moved last when it entered it: its heartbeat carries that start
-// time (its newest arrival, by the same clock), while the status saying so reaches the launcher
-// up to a heartbeat interval later. The start time is taken within `lateness` of the seen time
-// (the newest arrival is an older collective's when the rank is in a point-to-point call).
+// showed the change), else when the monitor saw its seq or step change. A native rank on this
+// host that is inside a collective moved last when it entered it: its heartbeat carries that
+// start time (its newest arrival, by the same clock), while the status saying so reaches the
+// launcher up to a heartbeat interval later. The start time is taken within `lateness_ms` of the
+// seen time (the newest arrival is an older collective's when the rank is in a point-to-point
+// call).
 int64_t ProgressOf(int64_t seen_unix_ms, const RankLiveState& r, int64_t lateness_ms) {
   const int64_t seen = r.last_progress_unix_ms > 0 ? r.last_progress_unix_ms : seen_unix_ms;
   const core::RankStatus& s = r.status;

@@ -487,11 +487,7 @@ class Agent:
                        (ident, name, " (main)" if ident == main_ident else ""))
             for line in traceback.format_stack(frames[ident]):
                 out.append(line.rstrip("\n"))
-        if main_ident in frames:
-            workers = _workers.describe(frames[main_ident])
-            if workers:
-                out.append("")
-                out.extend(workers)
+        out.extend(_workers.describe(frames.get(main_ident)))
         try:
             _files.write_atomically(self._path(STACKS_FILE), "\n".join(out) + "\n")
         except OSError:

@@ -124,7 +124,8 @@ def _read_stacks(pid):
 
 def describe(main_frame):
     """Lines for py_stacks.txt about the DataLoader workers the main thread's loader has (none
-    when it has none): a summary line, then the waited-for worker's stacks."""
+    when it has none, or without a main frame): a blank line, a summary line, then the
+    waited-for worker's stacks."""
     try:
         it = _loader_iterator(main_frame)
         if it is None:
@@ -134,19 +135,17 @@ def describe(main_frame):
         info = it._task_info.get(it._rcvd_idx) if hasattr(it, "_rcvd_idx") else None
         if info is not None and len(info) == 1:
             waited = info[0]
-        parts = []
-        for i, w in enumerate(workers):
-            pid = w.pid
-            state = _state(pid) if pid else None
-            parts.append("worker %d (pid %s, %s)" % (i, pid, state or "gone"))
+        states = [_state(w.pid) if w.pid else None for w in workers]
+        parts = ["worker %d (pid %s, %s)" % (i, w.pid, states[i] or "gone")
+                 for i, w in enumerate(workers)]
         line = "DataLoader workers of the main thread's loader: " + ", ".join(parts)
         if waited is not None:
             line += "; it waits for worker %d (batch %d)" % (waited, it._rcvd_idx)
-        out = [line]
+        out = ["", line]
         if waited is not None and 0 <= waited < len(workers):
             w = workers[waited]
             can_ask = _forked(w) and _ours(signal.getsignal(signal.SIGUSR1))
-            stacks = _read_stacks(w.pid) if can_ask and _state(w.pid) else ""
+            stacks = _read_stacks(w.pid) if can_ask and states[waited] else ""
             if stacks.strip():
                 out.append("Worker %d (pid %d) stacks (most recent call first):" % (waited, w.pid))
                 out.extend(stacks.rstrip("\n").splitlines())
