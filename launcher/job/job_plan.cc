@@ -77,8 +77,6 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
       {"TORCHELASTIC_RUN_ID", identity_.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"DLAUNCH_COORDINATOR", identity_.coordinator},
-      // Ranks get the rank token: it admits their calls, never a node's (credentials.h).
-      {"DLAUNCH_JOB_TOKEN", node_.token.empty() ? "" : RankToken(node_.token)},
       {"DLAUNCH_RUN_ID", identity_.run_id},
       {"DLAUNCH_RUN_DIR", run_dir_},
       {"DLAUNCH_RDZV_TIMEOUT", std::to_string(o.rdzv_timeout.count() / 1000)},
@@ -114,6 +112,9 @@ std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, i
   auto v = common_;
   v["RANK"] = v["ROLE_RANK"] = std::to_string(slot.rank);
   v["LOCAL_RANK"] = std::to_string(slot.local_rank);
+  // Each rank gets its own rank token: it admits that rank's calls, never another rank's nor a
+  // node's (credentials.h).
+  v["DLAUNCH_JOB_TOKEN"] = node_.token.empty() ? "" : RankToken(node_.token, slot.rank);
   v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restarts);
   python::AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, DLAUNCH_RANK_DIR
   if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = rundir::RankDir(slot.dir).nccl_log();

@@ -40,7 +40,6 @@ CoordinatorHandler::CoordinatorHandler(CoordinatorConfig config)
       nodes_(config_.nnodes, config_.node_heartbeat_timeout),
       rounds_(RoundsOf(config_), base::UnixMillis()),
       world_size_(config_.world_size),
-      rank_token_(config_.token.empty() ? "" : RankToken(config_.token)),
       refusals_(&std::cerr, std::chrono::seconds(10), 5) {}
 
 CoordinatorHandler::~CoordinatorHandler() { refusals_.Flush(); }
@@ -54,16 +53,30 @@ void CoordinatorHandler::Stop() {
   nodes_cv_.notify_all();
 }
 
-CallerRole CoordinatorHandler::RoleOf(const std::string& token) const {
-  if (config_.token.empty() || token.empty()) return CallerRole::kNone;
-  if (SameSecret(token, config_.token)) return CallerRole::kNode;
-  if (SameSecret(token, rank_token_)) return CallerRole::kRank;
-  return CallerRole::kNone;
+Caller CoordinatorHandler::CallerOf(const std::string& token) const {
+  if (config_.token.empty() || token.empty()) return {};
+  if (SameSecret(token, config_.token)) return {CallerRole::kNode};
+  if (const std::optional<int> rank = RankOfToken(config_.token, token)) {
+    return {CallerRole::kRank, *rank};
+  }
+  return {};
+}
+
+bool CoordinatorHandler::AuthorizeRank(const std::string& token, const std::string& peer,
+                                       const char* method, int rank) {
+  const Caller caller = CallerOf(token);
+  if (caller.role == CallerRole::kNode || (caller.role == CallerRole::kRank && caller.rank == rank))
+    return true;
+  if (caller.role != CallerRole::kRank) return Authorize(token, peer, method);
+  Refuse(peer, method,
+         "rank " + std::to_string(caller.rank) + "'s token does not speak for rank " +
+             std::to_string(rank));
+  return false;
 }
 
 bool CoordinatorHandler::Authorize(const std::string& token, const std::string& peer,
                                    const char* method, CallerRole needed) {
-  const CallerRole role = RoleOf(token);
+  const CallerRole role = CallerOf(token).role;
   if (role == CallerRole::kNode || role == needed) return true;
   Refuse(peer, method,
          token.empty()               ? "no job token"
@@ -80,7 +93,7 @@ void CoordinatorHandler::SetStatusSource(std::string status_token,
 }
 
 bool CoordinatorHandler::AuthorizeStatus(const std::string& token, const std::string& peer) {
-  if (RoleOf(token) == CallerRole::kNode) return true;
+  if (CallerOf(token).role == CallerRole::kNode) return true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!token.empty() && !status_token_.empty() && SameSecret(token, status_token_)) return true;

@@ -77,12 +77,17 @@ class CoordinatorHandler {
   // Prints the count of refused calls not printed yet.
   ~CoordinatorHandler();
 
-  // What `token` admits: the job token everything, its RankToken the rank calls. Does not block.
-  CallerRole RoleOf(const std::string& token) const;
+  // What `token` admits: the job token everything, a RankToken the rank calls of its rank. Does
+  // not block.
+  Caller CallerOf(const std::string& token) const;
   // Does not block. False (and a line on stderr naming `peer` and `method`, rate-limited) for a
   // token that does not admit `needed`.
   bool Authorize(const std::string& token, const std::string& peer, const char* method,
                  CallerRole needed = CallerRole::kRank);
+  // For a rank call about rank `rank` (its Register, Heartbeat, ReportEvent): true for the job
+  // token and for that rank's own token; else false, refused as Authorize refuses. Does not block.
+  bool AuthorizeRank(const std::string& token, const std::string& peer, const char* method,
+                     int rank);
   // For the node calls: the member id of the node whose credential `node_credential` is, when
   // `token` is the job token; else nullopt, refused as Authorize refuses. Does not block.
   std::optional<int> AuthorizeNode(const std::string& token, const std::string& node_credential,
@@ -236,7 +241,6 @@ class CoordinatorHandler {
   std::map<int, std::string> node_credentials_;          // by member id
   PushQuota pushed_;                                     // of the attempt's nodes
   std::set<int> told_dropped_;                           // node ranks told their push was cut
-  std::string rank_token_;                               // RankToken(config_.token)
   RefusalLog refusals_;
   std::mutex files_mu_;
   std::string status_token_;  // under mu_

@@ -14,7 +14,8 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override {
-    return Guarded(ctx, "Register", [&] { *resp = handler_->Register(*req); });
+    if (!AuthorizedRank(ctx, "Register", req->rank())) return Refused();
+    return Run(ctx, "Register", [&] { *resp = handler_->Register(*req); });
   }
 
   grpc::Status StoreSet(grpc::ServerContext* ctx, const v1::StoreSetRequest* req,
@@ -48,9 +49,14 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   grpc::Status Heartbeat(grpc::ServerContext* ctx,
                          grpc::ServerReaderWriter<v1::Command, v1::RankStatus>* stream) override {
-    if (!Authorized(ctx, "Heartbeat")) return Refused();
+    // A rank's token speaks for its own rank only: a stream it opens for another is refused.
+    const Caller caller = handler_->CallerOf(Metadata(ctx, core::kTokenMetadataKey));
+    if (caller.role != CallerRole::kRank && !Authorized(ctx, "Heartbeat")) return Refused();
     return ServeStream(
         stream, [](const v1::RankStatus& s) { return s.rank(); },
+        [&](const v1::RankStatus& first) {
+          return caller.role != CallerRole::kRank || AuthorizedRank(ctx, "Heartbeat", first.rank());
+        },
         [this](int rank, auto send) { handler_->OnStreamOpened(rank, std::move(send)); },
         [this](const v1::RankStatus& s) { handler_->OnHeartbeat(s); },
         [this](int rank) { handler_->OnStreamClosed(rank); });
@@ -58,7 +64,8 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   grpc::Status ReportEvent(grpc::ServerContext* ctx, const v1::Event* event,
                            v1::EventAck*) override {
-    return Guarded(ctx, "ReportEvent", [&] { handler_->OnEvent(*event); });
+    if (!AuthorizedRank(ctx, "ReportEvent", event->rank())) return Refused();
+    return Run(ctx, "ReportEvent", [&] { handler_->OnEvent(*event); });
   }
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::NodeRequest* req,
@@ -80,6 +87,7 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     if (!member) return Refused();
     return ServeStream(
         stream, [m = *member](const v1::NodeStatus&) { return m; },
+        [](const v1::NodeStatus&) { return true; },
         [this](int m, auto send) { handler_->OnNodeStreamOpened(m, std::move(send)); },
         [this, m = *member](const v1::NodeStatus& s) {
           v1::NodeStatus mine = s;
@@ -117,13 +125,16 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   }
 
  private:
-  // One stream per rank or node, named by its first message. Commands are written from other
-  // threads through `send`, under a mutex the stream's end waits on, so no write outlives it.
-  template <typename Message, typename Id, typename Opened, typename Received, typename Closed>
+  // One stream per rank or node, named by its first message, which `admit` may refuse. Commands
+  // are written from other threads through `send`, under a mutex the stream's end waits on, so no
+  // write outlives it.
+  template <typename Message, typename Id, typename Admit, typename Opened, typename Received,
+            typename Closed>
   static grpc::Status ServeStream(grpc::ServerReaderWriter<v1::Command, Message>* stream, Id id,
-                                  Opened opened, Received received, Closed closed) {
+                                  Admit admit, Opened opened, Received received, Closed closed) {
     Message message;
     if (!stream->Read(&message)) return grpc::Status::OK;
+    if (!admit(message)) return Refused();
     const int who = id(message);
     auto write_mu = std::make_shared<std::mutex>();
     opened(who, std::function<bool(const v1::Command&)>([stream, write_mu](const v1::Command& cmd) {
@@ -192,6 +203,11 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     return handler_->Authorize(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method, needed);
   }
 
+  bool AuthorizedRank(grpc::ServerContext* ctx, const char* method, int rank) {
+    return handler_->AuthorizeRank(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method,
+                                   rank);
+  }
+
   std::optional<int> AuthorizedNode(grpc::ServerContext* ctx, const char* method) {
     return handler_->AuthorizeNode(Metadata(ctx, core::kTokenMetadataKey),
                                    Metadata(ctx, core::kNodeMetadataKey), ctx->peer(), method);
@@ -215,6 +231,12 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   grpc::Status Guarded(grpc::ServerContext* ctx, const char* method, F&& body,
                        CallerRole needed = CallerRole::kRank) {
     if (!Authorized(ctx, method, needed)) return Refused();
+    return Run(ctx, method, std::forward<F>(body));
+  }
+
+  // The body of an authorised call, its errors as gRPC statuses.
+  template <typename F>
+  grpc::Status Run(grpc::ServerContext* ctx, const char* method, F&& body) {
     try {
       body();
       return grpc::Status::OK;

@@ -100,7 +100,7 @@ class ControlPlaneTest : public ::testing::Test {
       if (!credential.empty()) c->SetNodeCredential(credential);
       return c;
     };
-    callers_ = {{"rank token", client(RankToken(kJobToken), "")},
+    callers_ = {{"rank token", client(RankToken(kJobToken, 0), "")},
                 {"job token alone", client(kJobToken, "")},
                 {"job token + wrong credential", client(kJobToken, std::string(32, '0'))},
                 {"no token", client("", "")}};
@@ -432,11 +432,72 @@ TEST_F(ControlPlaneTest, RankCallsWithHostileArgumentsAreRefusedOrHarmless) {
       stream->Write(s);
     }
     stream->WritesDone();
-    EXPECT_TRUE(stream->Finish().ok());
+    EXPECT_FALSE(stream->Finish().ok());  // rank 0's token does not speak for rank -1
   }
   for (const auto& v : handler_->Snapshot()) EXPECT_TRUE(v.rank >= 0 && v.rank < 4) << v.rank;
   ExpectJobUntouched("after hostile rank calls");
   Record("rank calls (Register, Store*, ReportEvent, Heartbeat)", tried, !HasFailure(), t0);
+}
+
+// Each rank holds a token of its own: with it, rank 0 cannot register, fail or look alive as
+// rank 1 (a heartbeat for a hung rank would hide its hang). Rank 1's own token, and the job
+// token, still can.
+TEST_F(ControlPlaneTest, ARanksTokenSpeaksForThatRankOnly) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int tried = 0;
+  auto as = [&](const std::string& token) {
+    return std::make_shared<core::CoordinatorClient>(address_, token);
+  };
+  const auto zero = as(RankToken(kJobToken, 0));
+  const auto one = as(RankToken(kJobToken, 1));
+  auto report_error = [&](core::CoordinatorClient& c, int r) {
+    ++tried;
+    v1::Event e;
+    e.set_rank(r);
+    e.set_kind(v1::EVENT_ERROR);
+    e.set_json(R"({"message":"forged"})");
+    v1::EventAck ack;
+    auto ctx = c.NewContext(seconds(2));
+    return c.stub().ReportEvent(ctx.get(), e, &ack);
+  };
+  auto heartbeat = [&](core::CoordinatorClient& c, int r, int64_t step) {
+    ++tried;
+    auto ctx = c.NewContext(seconds(5));
+    auto stream = c.stub().Heartbeat(ctx.get());
+    v1::RankStatus s;
+    s.set_rank(r);
+    s.set_step(step);
+    stream->Write(s);
+    stream->WritesDone();
+    return stream->Finish();
+  };
+  auto step_of = [&](int r) -> int64_t {
+    for (const auto& v : handler_->Snapshot())
+      if (v.rank == r && v.status) return v.status->step();
+    return -1;
+  };
+  {
+    ++tried;
+    v1::RegisterRequest req;
+    req.set_rank(1);
+    v1::RegisterResponse resp;
+    auto ctx = zero->NewContext(seconds(2));
+    EXPECT_EQ(zero->stub().Register(ctx.get(), req, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(report_error(*zero, 1).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(listener_.events.load(), 0);
+  EXPECT_EQ(heartbeat(*zero, 1, 777).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(step_of(1), -1);
+  // The rank's own calls, and the job token's for any rank, are taken.
+  EXPECT_TRUE(heartbeat(*one, 1, 5).ok());
+  EXPECT_EQ(step_of(1), 5);
+  EXPECT_TRUE(heartbeat(*as(kJobToken), 2, 6).ok());
+  EXPECT_EQ(step_of(2), 6);
+  EXPECT_TRUE(report_error(*one, 1).ok());
+  EXPECT_EQ(listener_.events.load(), 1);
+  ExpectJobUntouched("after calls as another rank");
+  Record("rank calls as another rank (Register, ReportEvent, Heartbeat)", tried, !HasFailure(), t0);
 }
 
 // Bytes that are no protobuf message at all, to every unary method.
@@ -454,7 +515,7 @@ TEST_F(ControlPlaneTest, MalformedBytesToEveryUnaryMethodAreRefused) {
       if (trial == 1) bytes = "\x0a\xff\xff\xff\xff\x0f";  // a length past the end
       grpc::Slice slice(bytes);
       grpc::ByteBuffer request(&slice, 1);
-      for (const std::string& token : {RankToken(kJobToken), std::string(kJobToken)}) {
+      for (const std::string& token : {RankToken(kJobToken, 0), std::string(kJobToken)}) {
         ++tried;
         grpc::ClientContext ctx;
         ctx.AddMetadata(core::kTokenMetadataKey, token);

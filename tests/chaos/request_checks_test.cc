@@ -209,23 +209,38 @@ TEST_F(RequestChecksTest, NoStatusSpeaksForNodeZero) {
   h.SetListener(nullptr);
 }
 
-// The job token admits everything, its rank token only the rank calls; a node's later join needs
-// the credential its first join got.
+// The job token admits everything, a rank token only the rank calls of its own rank; a node's
+// later join needs the credential its first join got.
 TEST_F(RequestChecksTest, RanksGetTheirOwnTokenAndNodesTheirOwnCredential) {
   CoordinatorHandler h(Config(2));
-  EXPECT_EQ(h.RoleOf("t"), CallerRole::kNode);
-  EXPECT_EQ(h.RoleOf(RankToken("t")), CallerRole::kRank);
-  EXPECT_EQ(h.RoleOf(""), CallerRole::kNone);
-  EXPECT_EQ(h.RoleOf(RankToken(RankToken("t"))), CallerRole::kNone);
-  EXPECT_TRUE(h.Authorize(RankToken("t"), "test", "Register"));
-  EXPECT_FALSE(h.Authorize(RankToken("t"), "test", "RegisterNode", CallerRole::kNode));
+  EXPECT_EQ(h.CallerOf("t").role, CallerRole::kNode);
+  EXPECT_EQ(h.CallerOf(RankToken("t", 1)).role, CallerRole::kRank);
+  EXPECT_EQ(h.CallerOf(RankToken("t", 1)).rank, 1);
+  EXPECT_EQ(h.CallerOf("").role, CallerRole::kNone);
+  EXPECT_EQ(h.CallerOf(RankToken(RankToken("t", 0), 0)).role, CallerRole::kNone);
+  EXPECT_EQ(h.CallerOf(RankToken("u", 0)).role, CallerRole::kNone);
+  EXPECT_TRUE(h.Authorize(RankToken("t", 0), "test", "Register"));
+  EXPECT_FALSE(h.Authorize(RankToken("t", 0), "test", "RegisterNode", CallerRole::kNode));
   EXPECT_TRUE(h.Authorize("t", "test", "RegisterNode", CallerRole::kNode));
-  EXPECT_NE(RankToken("t"), RankToken("u"));
+  EXPECT_NE(RankToken("t", 0), RankToken("u", 0));
+  EXPECT_NE(RankToken("t", 0), RankToken("t", 1));
+  // A rank speaks for itself only; the job token for any rank.
+  EXPECT_TRUE(h.AuthorizeRank(RankToken("t", 1), "test", "Heartbeat", 1));
+  EXPECT_FALSE(h.AuthorizeRank(RankToken("t", 1), "test", "Heartbeat", 0));
+  EXPECT_TRUE(h.AuthorizeRank("t", "test", "ReportEvent", 0));
+  EXPECT_FALSE(h.AuthorizeRank("", "test", "ReportEvent", 0));
+  // Another rank's prefix on this rank's MAC, and tokens that are not "R.HEX".
+  const std::string mine = RankToken("t", 1);
+  EXPECT_EQ(h.CallerOf("0" + mine.substr(1)).role, CallerRole::kNone);
+  for (const std::string& bad : {std::string("."), std::string("-1.") + mine.substr(2),
+                                 std::string("99999999999.x"), mine.substr(2), mine + "0"}) {
+    EXPECT_EQ(h.CallerOf(bad).role, CallerRole::kNone) << bad;
+  }
 
   const v1::NodeResponse first = FormRound(h);
   ASSERT_EQ(first.node_credential().size(), 32u);
   EXPECT_EQ(h.AuthorizeNode("t", first.node_credential(), "test", "NodeStream"), first.member_id());
-  EXPECT_FALSE(h.AuthorizeNode(RankToken("t"), first.node_credential(), "test", "NodeStream"));
+  EXPECT_FALSE(h.AuthorizeNode(RankToken("t", 0), first.node_credential(), "test", "NodeStream"));
   EXPECT_FALSE(h.AuthorizeNode("t", "", "test", "NodeStream"));
   EXPECT_FALSE(h.AuthorizeNode("t", std::string(32, '0'), "test", "NodeStream"));
 

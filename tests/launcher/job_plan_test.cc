@@ -67,9 +67,10 @@ TEST(JobPlanTest, TorchrunAndDlaunchVariables) {
   EXPECT_EQ(v["TORCHELASTIC_RESTART_COUNT"], "2");
   EXPECT_EQ(v["TORCHELASTIC_RUN_ID"], "run");
   EXPECT_EQ(v["DLAUNCH_COORDINATOR"], "10.0.0.1:29400");
-  // Ranks get the rank token, never the job token itself (#30).
-  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"], RankToken("0123456789abcdef"));
-  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"].size(), 32u);
+  // Each rank gets its own rank token, never the job token itself (#30).
+  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"], RankToken("0123456789abcdef", 3));
+  EXPECT_EQ(v["DLAUNCH_JOB_TOKEN"].size(), 34u);
+  EXPECT_NE(plan.JobVariables(plan.ranks()[0], 2)["DLAUNCH_JOB_TOKEN"], v["DLAUNCH_JOB_TOKEN"]);
   EXPECT_EQ(v["DLAUNCH_RANK_DIR"], "/logs/run/rank3");
   EXPECT_EQ(v["NCCL_DEBUG_FILE"], "/logs/run/rank3/nccl.log");
   EXPECT_EQ(v.count("OMP_NUM_THREADS"), 0u);  // the rank's placement sets it (placement_test)

@@ -84,13 +84,15 @@ TEST_F(LauncherTest, EveryRankGetsTorchrunEnvironment) {
     EXPECT_EQ(env["EXTRA"], "42");
     EXPECT_EQ(env["DLAUNCH_RANK_DIR"], RankDir(r).string());
     EXPECT_EQ(env["DLAUNCH_COORDINATOR"].rfind("127.0.0.1:", 0), 0u);
-    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].size(), 32u);
+    // Each rank's own rank token (#30): "R." and 32 hex digits.
+    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].rfind(std::to_string(r) + ".", 0), 0u);
+    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].size(), 34u);
     EXPECT_GT(std::stoi(env["MASTER_PORT"]), 0);
     ports.insert(env["MASTER_PORT"]);
     tokens.insert(env["DLAUNCH_JOB_TOKEN"]);
   }
   EXPECT_EQ(ports.size(), 1u);
-  EXPECT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(tokens.size(), 3u);
   EXPECT_EQ(Summary()["exit_code"], 0);
 }
 

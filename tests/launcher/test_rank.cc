@@ -178,6 +178,32 @@ int main(int argc, char** argv) {
         accepted += client->stub().PushFile(ctx.get(), chunk, &ack).ok() ? 1 : 0;
       }
       std::cout << "forged " << tried << " node calls, " << accepted << " accepted" << std::endl;
+      // The next rank's calls: its failure, and a heartbeat that would keep it looking alive.
+      const int other = (rank + 1) % EnvInt("WORLD_SIZE");
+      tried = accepted = 0;
+      {
+        dlaunch::v1::Event e;
+        e.set_rank(other);
+        e.set_kind(dlaunch::v1::EVENT_ERROR);
+        e.set_json(R"({"message":"forged"})");
+        dlaunch::v1::EventAck ack;
+        auto ctx = client->NewContext(std::chrono::seconds(5));
+        ++tried;
+        accepted += client->stub().ReportEvent(ctx.get(), e, &ack).ok() ? 1 : 0;
+      }
+      {
+        auto ctx = client->NewContext(std::chrono::seconds(5));
+        auto s = client->stub().Heartbeat(ctx.get());
+        dlaunch::v1::RankStatus status;
+        status.set_rank(other);
+        status.set_step(1000000);
+        s->Write(status);
+        s->WritesDone();
+        ++tried;
+        accepted += s->Finish().ok() ? 1 : 0;
+      }
+      std::cout << "forged " << tried << " calls as rank " << other << ", " << accepted
+                << " accepted" << std::endl;
       return 0;
     }
     if (mode == "wrong-token") {

@@ -255,12 +255,12 @@ TEST(LiveStatusTokenTest, AdmitsGetStatusOnlyAndTheJobTokenToo) {
   handler.SetStatusSource("status-token", [] { return std::string("{\"schema\": 1}"); });
   EXPECT_TRUE(handler.AuthorizeStatus("status-token", "peer"));
   EXPECT_TRUE(handler.AuthorizeStatus("job-token", "peer"));
-  EXPECT_FALSE(handler.AuthorizeStatus(RankToken("job-token"), "peer"));
+  EXPECT_FALSE(handler.AuthorizeStatus(RankToken("job-token", 0), "peer"));
   EXPECT_FALSE(handler.AuthorizeStatus("", "peer"));
   EXPECT_FALSE(handler.AuthorizeStatus("status-token-x", "peer"));
   EXPECT_EQ(handler.StatusJson(), "{\"schema\": 1}");
   // The status token is nobody for every other call.
-  EXPECT_EQ(handler.RoleOf("status-token"), CallerRole::kNone);
+  EXPECT_EQ(handler.CallerOf("status-token").role, CallerRole::kNone);
   EXPECT_FALSE(handler.Authorize("status-token", "peer", "StoreSet"));
   EXPECT_FALSE(handler.Authorize("status-token", "peer", "RegisterNode", CallerRole::kNode));
 }

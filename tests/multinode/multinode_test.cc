@@ -66,7 +66,8 @@ class MultiNodeTest : public ::testing::Test {
 
 // #30: a rank holds the coordinator's address and its token; with them it tried to crash node 0
 // (`NodeStream{member_id: 0, done: true}`), to end the job as node 1 or take its place, and to
-// plant error.json and 300 files. Every call is refused, and the job ends as its ranks did.
+// plant error.json and 300 files, and to fail or look alive as the next rank. Every call is
+// refused, and the job ends as its ranks did.
 TEST_F(MultiNodeTest, ARankCannotSpeakForANodeOrPushFiles) {
   Launched n0(Node(0, {TEST_RANK_BIN, "forge-node"}), {kToken});
   Launched n1(Node(1, {TEST_RANK_BIN, "forge-node"}), {kToken});
@@ -78,6 +79,8 @@ TEST_F(MultiNodeTest, ARankCannotSpeakForANodeOrPushFiles) {
     std::string line;
     std::getline(in, line);
     EXPECT_EQ(line, "forged 308 node calls, 0 accepted") << r;
+    std::getline(in, line);
+    EXPECT_EQ(line, "forged 2 calls as rank " + std::to_string((r + 1) % 4) + ", 0 accepted") << r;
     EXPECT_FALSE(fs::exists(dir / "error.json")) << r;
     EXPECT_FALSE(fs::exists(dir / "planted4")) << r;
   }
@@ -108,7 +111,8 @@ TEST_F(MultiNodeTest, TwoLaunchersFormOneJobAndNodeZeroSeesEveryRank) {
     EXPECT_EQ(env["WORLD_SIZE"], "4");
     EXPECT_EQ(env["DLAUNCH_COORDINATOR"], endpoint_);
     // The ranks' token admits only rank calls: never the job token itself (#30).
-    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].size(), 32u);
+    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].rfind(std::to_string(r) + ".", 0), 0u);
+    EXPECT_EQ(env["DLAUNCH_JOB_TOKEN"].size(), 34u);
     EXPECT_EQ(std::string(kToken).find(env["DLAUNCH_JOB_TOKEN"]), std::string::npos);
     master.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
   }
