@@ -70,6 +70,7 @@ std::string SummaryToJson(const Summary& s) {
     if (r.exit_code) rank["exit_code"] = *r.exit_code;
     if (r.signal) rank["signal"] = base::SignalName(r.signal);
     if (!r.error.empty()) rank["error"] = r.error;
+    if (r.stopped_at_teardown) rank["stopped_at_teardown"] = true;
     j["ranks"].push_back(std::move(rank));
   }
   if (!s.nodes.empty()) j["nodes"] = json::array();
@@ -157,6 +158,7 @@ FileState ReadSummary(const std::string& path, const std::string& label, Summary
       sr.exit_code = OptInt(r, "exit_code");
       sr.signal = SignalOf(r);
       sr.error = GetString(r, "error");
+      sr.stopped_at_teardown = detail::GetBool(r, "stopped_at_teardown", false);
       s.ranks.push_back(std::move(sr));
     }
   }

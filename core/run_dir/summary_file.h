@@ -36,6 +36,8 @@ struct SummaryRank {
   std::optional<int> exit_code;
   int signal = 0;     // written as its name ("SIGKILL"); 0 = none
   std::string error;  // one line, when the launcher knows why
+  // Found stopped (process state T) when the launcher's teardown began; written only when true.
+  bool stopped_at_teardown = false;
 };
 
 struct SummaryNode {

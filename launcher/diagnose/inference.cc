@@ -267,7 +267,8 @@ class Inference {
 
   // Ranks still waiting in the frontier collective that other ranks completed: every rank's part
   // arrived (or the others could not have completed it), so what holds them is their own (a
-  // stopped process, a stuck thread), not a peer.
+  // stopped process, a stuck thread), not a peer. A rank the launcher tore down there (after the
+  // others' watchdogs fired and they left) was still behind when it went.
   std::vector<int> StayedBehind() const {
     std::vector<int> behind;
     bool someone_done = false;
@@ -275,7 +276,7 @@ class Inference {
       const RankFacts& r = f_[e];
       if (r.last_completed >= v_.frontier) {
         someone_done = true;
-      } else if (!r.exited) {
+      } else if (!r.exited || r.torn_down) {
         behind.push_back(e);
       }
     }

@@ -109,6 +109,12 @@ void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts&
     v.signal = signal;
   }
   v.torn_down = s.status == RankStatus::kKilled;
+  // Stopped when the teardown began: it had stopped answering before the failure that ended the
+  // attempt (the others' watchdogs fired first), as a hang's live capture would have seen it.
+  if (s.stopped_at_teardown && !v.stopped) {
+    v.stopped = true;
+    v.process_state = "T (stopped)";
+  }
   // Exit code 3 means "my collective watchdog fired" only from a rank that said so: any other
   // program (a Python script's sys.exit(3), torch's own test programs) means what it means.
   v.watchdog_exit = exit_code == kExitHang && s.signal == 0 && ReportedTimeout(rec);

@@ -605,6 +605,7 @@ class JoiningNode : public NodeRole {
       x->set_torn_down(r.torn_down);
       x->set_end_unix_ms(r.end_unix_ms);
       x->set_cause(r.cause);
+      x->set_stopped_at_teardown(r.stopped_at_teardown);
     }
     return status;
   }

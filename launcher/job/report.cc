@@ -159,6 +159,7 @@ rundir::SummaryRank SummaryOfLocalRank(const RankOutcome& r) {
     rank.signal = r.signal;
     rank.exit_code = r.signal ? -r.signal : r.exit_code;  // torchrun's "killed by signal"
     rank.error = r.cause;
+    rank.stopped_at_teardown = r.stopped_at_teardown;
   }
   return rank;
 }
@@ -175,6 +176,7 @@ rundir::SummaryRank SummaryOfRemoteRank(const NodeView& n, const v1::RankExit& r
     rank.signal = r.signal();
     rank.exit_code = r.signal() ? -r.signal() : r.exit_code();
     rank.error = r.cause();
+    rank.stopped_at_teardown = r.stopped_at_teardown();
   }
   return rank;
 }

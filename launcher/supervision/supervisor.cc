@@ -19,6 +19,7 @@
 #include "core/base/clock.h"
 #include "core/base/files.h"
 #include "core/base/format.h"
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "core/run_dir/paths.h"
 #include "launcher/supervision/log_capture.h"
@@ -423,8 +424,12 @@ class Supervisor::Attempt {
   void TearDown(int sig) {
     tearing_down_ = true;
     changed_ = true;
-    for (auto& r : ranks_)
-      if (r.running()) r.outcome.torn_down = true;
+    for (auto& r : ranks_) {
+      if (!r.running()) continue;
+      r.outcome.torn_down = true;
+      const std::optional<base::ProcStat> st = base::ReadProcStat(r.proc.pid);
+      r.outcome.stopped_at_teardown = st && st->state == 'T';
+    }
     KillAll(sig);
     KillAll(SIGCONT);
     ArmTimer(grace_fd_.get(), sup_.options_.grace_period, std::chrono::milliseconds(0));

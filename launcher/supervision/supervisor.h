@@ -38,7 +38,10 @@ struct RankOutcome {
   int exit_code = -1;      // when it exited normally
   int signal = 0;          // when a signal ended it
   bool torn_down = false;  // ended by the launcher's teardown, not by itself
-  std::string cause;       // why it failed, when the launcher knows: "FileTimer scope 'x' expired"
+  // Found stopped (process state T, a SIGSTOP) when the teardown began: it had stopped answering
+  // before the failure that ended the attempt, so it may be what the others waited for.
+  bool stopped_at_teardown = false;
+  std::string cause;  // why it failed, when the launcher knows: "FileTimer scope 'x' expired"
   // Its last stderr lines (at most kStderrTailLines), kept in memory: the root-cause block shows
   // them even when stderr.log could not be written.
   std::vector<std::string> stderr_tail;

@@ -221,6 +221,59 @@ TEST(InferenceTest, ARankStillInACollectiveTheOthersCompletedIsTheCulprit) {
   EXPECT_THAT(d.headline, Not(HasSubstr("no rank stands out")));
 }
 
+TEST(InferenceTest, ARankTornDownInACollectiveTheOthersCompletedIsTheCulprit) {
+  // The same stop, found by the ranks' own watchdogs instead of the hang monitor: ranks 0 and 3
+  // time out in #5 and exit 3, then the launcher tears down ranks 1 and 2 (the stopped one gets
+  // SIGCONT with its SIGTERM). Rank 2 was still in #4 when it went.
+  std::vector<Call> ahead = Steps(2), behind = Steps(2);
+  ahead.push_back({"allreduce", "train.py:10 <module>"});
+  ahead.push_back({"barrier", "train.py:11 <module>", kStarted});
+  behind.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  RunBuilder b(4);
+  b.Calls(0, ahead).Calls(1, ahead).Calls(2, behind).Calls(3, ahead).LauncherExit(3);
+  for (int r : {0, 3}) {
+    b.Exit(r, 3);
+    b.run_.ranks[r].error = rundir::ErrorReport{r, "timeout", "collective #5 timed out", 1, {}};
+  }
+  for (int r : {1, 2}) {
+    b.Exit(r, 0, SIGTERM);
+    b.run_.ranks[r].summary->status = rundir::RankStatus::kKilled;
+  }
+  Diagnosis d = b.Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
+  EXPECT_THAT(d.headline, HasSubstr("rank 2 still in it after the others completed it"));
+  EXPECT_THAT(d.headline, Not(HasSubstr("no rank stands out")));
+}
+
+TEST(InferenceTest, ARankFoundStoppedAtTheTeardownIsTheCulprit) {
+  // Rank 2 was stopped inside #4 before its part went out: every rank waits in #4, rank 3's
+  // watchdog fires first, ranks 0 and 1 see it abort, and the launcher, tearing down, finds rank 2
+  // stopped (process state T) and ends it with SIGTERM.
+  std::vector<Call> calls = Steps(2);
+  calls.push_back({"allreduce", "train.py:10 <module>", kStarted});
+  RunBuilder b(4);
+  b.Calls(0, calls).Calls(1, calls).Calls(2, calls).Calls(3, calls).LauncherExit(3);
+  b.Exit(3, 3);
+  b.run_.ranks[3].error = rundir::ErrorReport{3, "timeout", "collective #4 timed out", 1, {}};
+  for (int r : {0, 1}) {
+    b.Exit(r, 3);
+    b.run_.ranks[r].error =
+        rundir::ErrorReport{r, "timeout", "collective #4 failed: rank 3 aborted", 1, {}};
+  }
+  b.Exit(2, 0, SIGTERM);
+  b.run_.ranks[2].summary->status = rundir::RankStatus::kKilled;
+  b.run_.ranks[2].summary->stopped_at_teardown = true;
+  Diagnosis d = b.Analyze(true);
+  EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+  EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
+  EXPECT_THAT(d.headline, Not(HasSubstr("no rank stands out")));
+  EXPECT_THAT(d.ranks[2].line, HasSubstr("T (stopped)"));
+  // Without that, the same evidence names nobody.
+  b.run_.ranks[2].summary->stopped_at_teardown = false;
+  EXPECT_THAT(b.Analyze(true).culprit_ranks, IsEmpty());
+}
+
 TEST(InferenceTest, ExitCodeThreeOfAnyProgramIsItsOwnExit) {
   // No timeout reported: exit code 3 is the program's, not a collective watchdog's.
   Diagnosis d = RunBuilder(2)

@@ -310,6 +310,7 @@ TEST(SummaryFileTest, RoundTrip) {
   local.restarts = 2;
   local.exit_code = -15;
   local.signal = 15;
+  local.stopped_at_teardown = true;
   SummaryRank remote;
   remote.rank = 1;
   remote.node_rank = 1;
@@ -323,12 +324,15 @@ TEST(SummaryFileTest, RoundTrip) {
   const json written = json::parse(Slurp(path));
   EXPECT_EQ(written["ranks"][0]["signal"], "SIGTERM");
   EXPECT_FALSE(written["ranks"][1].contains("exit_code"));
+  EXPECT_EQ(written["ranks"][0]["stopped_at_teardown"], true);
+  EXPECT_FALSE(written["ranks"][1].contains("stopped_at_teardown"));
   Summary back;
   std::vector<std::string> problems;
   ASSERT_EQ(ReadSummary(path, "summary.json", &back, &problems), FileState::kOk);
   EXPECT_TRUE(problems.empty());
   EXPECT_EQ(SummaryToJson(back), SummaryToJson(s));
   EXPECT_EQ(back.ranks[0].signal, 15);
+  EXPECT_TRUE(back.ranks[0].stopped_at_teardown);
   EXPECT_EQ(back.ranks[1].node_rank, 1);
   EXPECT_EQ(back.ranks[1].local_rank, std::nullopt);
   EXPECT_EQ(back.nodes[1].error, "gone");
