@@ -34,7 +34,7 @@ std::string DumpDir::NameAt(int64_t unix_ms, const std::string& suffix) {
 }
 
 void WriteDumpRequest(const std::string& path, const DumpRequest& r) {
-  nlohmann::json doc = {{"schema", SchemaId(kDumpRequestSchema)},
+  nlohmann::json doc = {{"schema", SchemaId(kDumpFolderRequestSchema)},
                         {"unix_ms", r.unix_ms},
                         {"pid", r.pid},
                         {"trigger", r.trigger},
@@ -45,8 +45,8 @@ void WriteDumpRequest(const std::string& path, const DumpRequest& r) {
 FileState ReadDumpRequest(const std::string& path, const std::string& label, DumpRequest* out,
                           std::vector<std::string>* problems) {
   nlohmann::json j;
-  if (FileState state =
-          detail::ReadJsonObject(path, label, kDumpRequestSchema, kMaxDumpBytes, &j, problems);
+  if (FileState state = detail::ReadJsonObject(path, label, kDumpFolderRequestSchema, kMaxDumpBytes,
+                                               &j, problems);
       state != FileState::kOk) {
     return state;
   }

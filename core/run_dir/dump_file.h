@@ -13,7 +13,9 @@
 
 namespace dlaunch::rundir {
 
-inline constexpr char kDumpRequestSchema[] = "dump_request";
+// dumps/<name>/request.json. Its schema id is the rank folder's dump_request's (heartbeat_file.h)
+// for the readers that know it by that name; the two are told apart by where they lie.
+inline constexpr char kDumpFolderRequestSchema[] = "dump_request";
 inline constexpr char kDumpSchema[] = "dump";
 inline constexpr size_t kMaxDumpBytes = 16 << 20;
 

@@ -55,6 +55,9 @@ void WriteHeartbeat(const std::string& path, const Heartbeat& heartbeat);
 FileState ReadHeartbeat(const std::string& path, const std::string& label, Heartbeat* out,
                         std::vector<std::string>* problems);
 
+// The longest line the agent sends through its pipe: PIPE_BUF, so that each write is atomic.
+inline constexpr size_t kMaxPipedHeartbeat = 4096;
+
 // The same, of one line the agent sent through its pipe (DLAUNCH_AGENT_FD) because it could not
 // write the file. Never throws; does not block.
 FileState ParseHeartbeat(const std::string& text, const std::string& label, Heartbeat* out,

@@ -55,14 +55,17 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     s.failed = live.failed;
     piped[live.rank] = python::ParseAgentHeartbeat(live.agent_line);
   }
-  // Other nodes' ranks that exited, as their agents said in this attempt.
+  // Other nodes' ranks that exited, as their agents said in this attempt, and their pipes.
   for (const NodeView& node : coordinator_->Nodes()) {
     if (!node.status) continue;
     for (const v1::RankExit& x : node.status->ranks()) {
-      if (x.rank() >= 0 && x.rank() < world_size_ && ranks[x.rank()].remote && x.exited()) {
+      if (x.rank() < 0 || x.rank() >= world_size_ || !ranks[x.rank()].remote) continue;
+      if (x.exited()) {
         ranks[x.rank()].exited = true;
         ranks[x.rank()].failed = x.exit_code() != 0 || x.signal() != 0;
       }
+      // The heartbeats its agent could not write to a file, passed on by its node's agent.
+      piped[x.rank()] = python::ParseAgentHeartbeat(x.agent_heartbeat());
     }
   }
   for (RankLiveState& s : ranks) {

@@ -12,6 +12,7 @@
 #include "core/base/format.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
+#include "core/run_dir/heartbeat_file.h"
 #include "core/run_dir/paths.h"
 #include "launcher/builtins.h"
 #include "launcher/diagnose/diagnose.h"
@@ -576,6 +577,10 @@ class JoiningNode : public NodeRole {
       r->set_rank(live.rank);
       r->set_pid(live.pid);
       r->set_exited(live.exited);
+      // Liveness that node 0 cannot read from this node's files (python/agent_files.h); no
+      // agent sends longer lines.
+      if (live.agent_line.size() <= rundir::kMaxPipedHeartbeat)
+        r->set_agent_heartbeat(live.agent_line);
     }
     return WithStacks(s);
   }

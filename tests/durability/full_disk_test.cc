@@ -6,8 +6,6 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -18,6 +16,7 @@
 
 #include "core/base/unique_fd.h"
 #include "durability_harness.h"
+#include "tests/common/tiny_disk.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -29,43 +28,16 @@ class FullDiskTest : public DurabilityTest {
  protected:
   void SetUp() override {
     DurabilityTest::SetUp();
-    fs::create_directories(log_dir_);
-    const std::string size = "size=" + MountSize();
-    if (::mount("tmpfs", log_dir_.c_str(), "tmpfs", 0, size.c_str()) != 0) {
-      GTEST_SKIP() << "cannot mount a tmpfs (needs root): " << std::strerror(errno);
+    if (const std::string why = disk_.Mount(log_dir_, MountSize()); !why.empty()) {
+      GTEST_SKIP() << why;
     }
-    mounted_ = true;
-  }
-  void TearDown() override {
-    if (mounted_) ::umount2(log_dir_.c_str(), MNT_DETACH);
-    DurabilityTest::TearDown();
   }
   virtual std::string MountSize() const { return "2m"; }
 
   // Fills the log disk up to `leave` bytes of room (0: to the last byte) with a new file.
-  void FillDisk(uint64_t leave = 0) {
-    const fs::path path = log_dir_ / ("filler" + std::to_string(fillers_++));
-    base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    ASSERT_TRUE(fd) << path;
-    struct statvfs st {};
-    ASSERT_EQ(::statvfs(log_dir_.c_str(), &st), 0);
-    const uint64_t room = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-    const std::string block(1 << 16, 'x');
-    uint64_t todo = room > leave ? room - leave : 0;
-    while (todo > 0) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(todo, block.size()));
-      if (::write(fd.get(), block.data(), n) != static_cast<ssize_t>(n)) break;
-      todo -= n;
-    }
-    if (leave > 0) return;
-    for (size_t n = block.size(); n > 0; n /= 16) {
-      while (::write(fd.get(), block.data(), n) == static_cast<ssize_t>(n)) {
-      }
-    }
-  }
+  void FillDisk(uint64_t leave = 0) { ASSERT_TRUE(disk_.Fill(leave)); }
 
-  bool mounted_ = false;
-  int fillers_ = 0;
+  TinyDisk disk_;
 };
 
 // Two ranks print 3 MB each into a 2 MiB log disk and exit 0.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "launchers_fixture.h"
+#include "tests/common/tiny_disk.h"
 #include "tests/common/veth_hosts.h"
 
 namespace dlaunch::testing {
@@ -140,6 +141,29 @@ TEST_F(RemoteEvidenceTest, FourNodesNameTheHungRankOfTheLastNode) {
   const auto exits = RunNodes(4, Python("sleep"), {"--python", kPython});
   EXPECT_EQ(exits[0], 3) << Console();
   ExpectPythonHangOn(3);
+}
+
+// #30: node 1's log disk is full from the start, so its rank's agent can write no heartbeat.json
+// (nor flight tail, nor stacks): it sends its heartbeats through its launcher's pipe, and node
+// 1's agent passes them on to node 0 in its node stream. Node 0 finds the hang on node 1 and says
+// why node 1's files are silent.
+TEST_F(RemoteEvidenceTest, APythonHangOnANodeWhoseDiskIsFullIsFound) {
+  if (!HavePythonTorch()) GTEST_SKIP() << "/usr/bin/python3 with torch is not available";
+  TinyDisk disk;
+  if (const std::string why = disk.Mount(LogDir("n1"), "4m"); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(disk.Fill());
+  nproc_ = "1";
+  const auto exits = RunNodes(2, Python("sleep"), {"--python", kPython});
+  EXPECT_EQ(exits[0], 3) << Console();
+  const nlohmann::json d = Diagnosis();
+  ASSERT_TRUE(d.is_object()) << Console();
+  EXPECT_EQ(d["kind"], "hang") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+  ExpectNoMismatch(d);
+  EXPECT_TRUE(Has(Console(),
+                  "rank 1: its heartbeat file could not be written (heartbeat.json: "
+                  "[Errno 28] No space left on device)"))
+      << Console();
 }
 
 TEST_F(RemoteEvidenceTest, APythonSizeMismatchAcrossNodesNamesTheSender) {
