@@ -21,11 +21,14 @@ DLAUNCH_CHAOS_RESULTS="$results" timeout 600 "$build/tests/chaos/chaos_control_p
 # Hostile torch dumps under `dlaunch diagnose` and a launcher (#30).
 DLAUNCH_CHAOS_RESULTS="$results" timeout 900 "$build/tests/chaos/chaos_evidence_bomb_test" \
   --gtest_brief=1 || status=$?
-# Shared-memory ranks of train killed and stopped (#30), where train is built.
-if [ -x "$build/tests/chaos/chaos_shm_test" ]; then
-  DLAUNCH_CHAOS_LONG=1 DLAUNCH_CHAOS_RESULTS="$results" timeout 900 \
-    "$build/tests/chaos/chaos_shm_test" --gtest_brief=1 || status=$?
-fi
+# Shared-memory ranks of train killed (in set-up and training) and stopped, and damaged
+# checkpoints and killed checkpoint writers (#30), where train is built.
+for t in chaos_shm_test chaos_checkpoint_test; do
+  if [ -x "$build/tests/chaos/$t" ]; then
+    DLAUNCH_CHAOS_LONG=1 DLAUNCH_CHAOS_RESULTS="$results" timeout 1800 \
+      "$build/tests/chaos/$t" --gtest_brief=1 || status=$?
+  fi
+done
 python3 "$here/chaos_report.py" "$results" "$out" "$(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chaos: wrote $out (trials exit status $status)"
 exit "$status"

@@ -40,7 +40,7 @@ for fault in faults:
 
 CONTROL_PLANE = """The "forged" rows (tests/chaos/control_plane_test.cc) are calls to every RPC of
 proto/dlaunch.proto over real gRPC on loopback, against the real coordinator of a two-node job
-whose node 1 is a real node agent, each sent by a rank (the rank token), a job-token holder that
+whose node 1 is a real node agent, each sent by a rank (rank 0's token), a job-token holder that
 never registered, one with a made-up node credential and one with no token. They tried: node
 streams claiming node 0 (the `{member_id: 0, done: true}` that aborted node 0 with
 `free(): invalid size`), node 1's failure and success, an empty stream, 500 mixed statuses, fields
@@ -48,7 +48,8 @@ at INT_MIN/INT_MAX, a 1 MiB message; `error.json` for every rank, 300 files, `..
 a 1 TiB offset; RegisterNode with node 1's member id (its place and credential), node rank 0 or
 99, a negative `--nproc`, member ids never given, a 1 MiB host; Register, ReportEvent and
 Heartbeat for ranks outside the world, store waits with timeouts of -5, 0, INT64_MAX and
-INT64_MIN ms over 10000 keys, a counter past INT64_MAX, an add to text; and 20 random or truncated
+INT64_MIN ms over 10000 keys, a counter past INT64_MAX, an add to text; Register, ReportEvent
+(an error) and a Heartbeat stream as rank 1 with rank 0's token; and 20 random or truncated
 byte strings to every unary method. Right means refused (the rank calls: refused or harmless),
 with no crash, node 1 still streaming and neither done nor lost, no node fault (no job end), no
 file written but the agent's own (node 1's ranks only, at most 64 a rank folder), and the real
@@ -78,11 +79,28 @@ huge_string wrote 126 MB of JSON and wide_entries 84 MB.
 | bomb | right | file MiB | peak MiB | run ms | JSON bytes |
 |---|---|---|---|---|---|
 %s""" % BOMB_ROWS
+# What the kills left behind: /dev/shm segments and temporary files in the run directory.
+segment_trials = [t for t in trials if "segments_left" in t]
+temp_trials = [t for t in trials if "temps" in t]
+LEFT_BEHIND = ("Left behind: %d /dev/shm segments after %d kills in shared-memory set-up, and %d "
+               "temporary files (a name with `.tmp`) in the run directories of %d killed jobs (%s)."
+               % (sum(t["segments_left"] for t in segment_trials), len(segment_trials),
+                  sum(t["temps"] for t in temp_trials), len(temp_trials),
+                  ", ".join("%d %s" % (len([t for t in temp_trials if t["fault"] == f]), f)
+                            for f in faults if any(t["fault"] == f for t in temp_trials))))
 SHARED_MEMORY = """The shared-memory rows (tests/chaos/shm_rank_test.cc) are 4 ranks of `train --transport shm
---timeout 5` with `--hang-timeout 30`, rank 2 signalled once training steps. Right means, for the
-kill, exit 1 with rank 2 in the launcher's root cause and the diagnosis (not a peer whose error
-says rank 2 died), and for the stop, exit 3 with a hang diagnosis naming rank 2 (not a peer whose
-error says another rank left after its watchdog fired)."""
+--timeout 5` with `--hang-timeout 30`, rank 2 signalled once training steps, or, in set-up, the
+rank that made the job's first /dev/shm segment SIGKILLed the moment it appears. Right means, for
+the kill, exit 1 with rank 2 in the launcher's root cause and the diagnosis (not a peer whose
+error says rank 2 died) and no temporary file left; for the set-up kill, exit 1 with no segment of
+the job left in /dev/shm and no temporary file; and for the stop, exit 3 with a hang diagnosis
+naming rank 2 (not a peer whose error says another rank left after its watchdog fired). The
+checkpoint rows (tests/chaos/checkpoint_test.cc) are damaged checkpoints given to `train
+--resume` (truncated, a bad CRC, a FIFO, wrong shapes, ...: right is exit 2 before any rank
+starts) and rank 0 of `train` killed while writing its checkpoint every step (right: the last
+whole checkpoint loads, no temporary file is left).
+
+""" + LEFT_BEHIND
 
 try:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,

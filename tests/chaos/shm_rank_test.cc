@@ -161,7 +161,7 @@ TEST_F(ChaosShmRankTest, ARankKilledDuringSetUpLeavesNoSegmentAndNoTemporaryFile
             {"right", ok},
             {"exit", code},
             {"segments_left", left},
-            {"temp_files", temps.size()}});
+            {"temps", temps.size()}});
     EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << ", " << left << " segments left, "
                     << temps.size() << " temporary files (" << (temps.empty() ? "" : temps[0])
                     << ")\n"
@@ -188,7 +188,7 @@ TEST_F(ChaosShmRankTest, AKilledRankIsTheRootCauseNotThePeersThatSawItDie) {
     Record({{"fault", "shared-memory rank SIGKILLed"},
             {"right", ok},
             {"exit", code},
-            {"temp_files", temps.size()}});
+            {"temps", temps.size()}});
     EXPECT_TRUE(ok) << "trial " << t << ": exit " << code << ", diagnosis " << culprits.dump()
                     << ", " << temps.size() << " temporary files ("
                     << (temps.empty() ? "" : temps[0]) << ")\n"
