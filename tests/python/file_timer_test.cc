@@ -111,7 +111,10 @@ TEST_F(FileTimerTest, ForeignPidAndMalformedLinesKillNothing) {
   ::waitpid(foreign, nullptr, 0);
   ASSERT_EQ(code, 0) << l.err_text();
   EXPECT_TRUE(alive);
-  EXPECT_THAT(ReadText(RankDir(0) / "stdout.log"), HasSubstr("rank 0 survived"));
+  EXPECT_THAT(ReadText(RankDir(0) / "stdout.log"),
+              HasSubstr("rank 0 survived; the sentinel child ended by signal 9"));
+  EXPECT_THAT(l.err_text(), HasSubstr("(a child of rank 0) was killed by its FileTimer: scope "
+                                      "'sentinel' expired (SIGKILL)"));
   const std::string err = l.err_text();
   EXPECT_THAT(err, HasSubstr("dlaunch: FileTimer request refused: pid " + std::to_string(foreign) +
                              " is neither a rank of this node nor a child of one"));

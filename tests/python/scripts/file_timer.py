@@ -2,10 +2,11 @@
 #   overrun [RANK]: RANK's (1's) expires(after=1) block sleeps 60 s; the others sleep until torn
 #                   down.
 #   healthy: every rank's blocks end in time; exit 0.
-#   hostile PID: malformed lines and a request for the foreign PID, then a SIGUSR1 timer of its
-#                own: its arrival shows that the server read everything before it; exit 0.
+#   hostile PID: malformed lines and a request for the foreign PID, then an expired timer for a
+#                child of the rank: its kill shows that the server read everything before it;
+#                exit 0.
 import os
-import signal
+import subprocess
 import sys
 import time
 
@@ -45,12 +46,21 @@ elif mode == "hostile":
         b'{"version": 1, "pid": 1, "scope_id": "a", "expiration_time": %f, "signal": 9}\n' % past,
         b'{"pid": %d, "scope_id": "' % foreign + b"y" * 20000 + b'", "signal": 9}\n',
     ]
+    # The sentinel: an expired timer for a child of the rank, which the server kills. (A signal
+    # to the rank itself would reach whichever of its threads does not block it, the agent's
+    # among them, not this one's sigtimedwait.)
+    child = subprocess.Popen(["sleep", "60"])
+    lines.append(b'{"version": 1, "pid": %d, "scope_id": "sentinel", "expiration_time": %f, '
+                 b'"signal": 9}\n' % (child.pid, past))
     for line in lines:
-        os.write(fd, line)
+        while line:  # a non-blocking write may take part of a long line
+            line = line[os.write(fd, line):]
     os.close(fd)
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
-    FileTimerClient(path, signal=signal.SIGUSR1).acquire("sentinel", time.time())
-    if signal.sigtimedwait([signal.SIGUSR1], 30) is None:
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
         print("the sentinel timer never fired", flush=True)
         sys.exit(4)
-    print("rank", rank, "survived", flush=True)
+    print("rank", rank, "survived; the sentinel child ended by signal", -child.returncode,
+          flush=True)
