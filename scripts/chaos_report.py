@@ -4,6 +4,7 @@ import json
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 
 results, out, machine = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -82,12 +83,15 @@ huge_string wrote 126 MB of JSON and wide_entries 84 MB.
 # What the kills left behind: /dev/shm segments and temporary files in the run directory.
 segment_trials = [t for t in trials if "segments_left" in t]
 temp_trials = [t for t in trials if "temps" in t]
-LEFT_BEHIND = ("Left behind: %d /dev/shm segments after %d kills in shared-memory set-up, and %d "
-               "temporary files (a name with `.tmp`) in the run directories of %d killed jobs (%s)."
+LEFT_BEHIND = textwrap.fill(
+    "Left behind: %d /dev/shm segments after %d kills in shared-memory set-up, and %d temporary "
+    "files (a name with `.tmp`) after %d kills (%s), counted in the run directory, and for the "
+    "checkpoint writers in the checkpoint folder."
                % (sum(t["segments_left"] for t in segment_trials), len(segment_trials),
                   sum(t["temps"] for t in temp_trials), len(temp_trials),
                   ", ".join("%d %s" % (len([t for t in temp_trials if t["fault"] == f]), f)
-                            for f in faults if any(t["fault"] == f for t in temp_trials))))
+                            for f in faults if any(t["fault"] == f for t in temp_trials))),
+    width=100)
 SHARED_MEMORY = """The shared-memory rows (tests/chaos/shm_rank_test.cc) are 4 ranks of `train --transport shm
 --timeout 5` with `--hang-timeout 30`, rank 2 signalled once training steps, or, in set-up, the
 rank that made the job's first /dev/shm segment SIGKILLed the moment it appears. Right means, for

@@ -508,7 +508,7 @@ TEST_F(ControlPlaneTest, MalformedBytesToEveryUnaryMethodAreRefused) {
   std::mt19937 rng(30);
   int tried = 0;
   for (const char* method : {"Register", "StoreSet", "StoreGet", "StoreAdd", "StoreWait",
-                             "ReportEvent", "RegisterNode", "PushFile"}) {
+                             "ReportEvent", "RegisterNode", "PushFile", "GetStatus"}) {
     for (int trial = 0; trial < 20; ++trial) {
       std::string bytes(trial == 0 ? 0 : 1 + rng() % 512, '\0');
       for (auto& b : bytes) b = static_cast<char>(rng());
@@ -539,6 +539,63 @@ TEST_F(ControlPlaneTest, MalformedBytesToEveryUnaryMethodAreRefused) {
   EXPECT_TRUE(Files().empty());
   ExpectJobUntouched("after malformed bytes");
   Record("bytes to every unary method", tried, !HasFailure(), t0);
+}
+
+// Bytes that are no protobuf message, as the messages of both streams, from a rank and from a
+// job-token holder that never registered.
+TEST_F(ControlPlaneTest, MalformedBytesToBothStreamsAreRefused) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  std::mt19937 rng(31);
+  int tried = 0;
+  const int64_t refused_before = handler_->refused_calls();
+  // One asynchronous operation of `call`, waited for; whether it went through.
+  auto step = [](grpc::CompletionQueue& cq, auto&& start) {
+    start(reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    return cq.Next(&tag, &ok) && ok;
+  };
+  for (const char* method : {"Heartbeat", "NodeStream"}) {
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<std::string> messages(1 + rng() % 3);
+      for (auto& m : messages) {
+        m.assign(trial == 0 ? 0 : 1 + rng() % 512, '\0');
+        for (auto& b : m) b = static_cast<char>(rng());
+      }
+      if (trial == 1) messages[0] = "\x0a\xff\xff\xff\xff\x0f";  // a length past the end
+      for (const std::string& token : {RankToken(kJobToken, 0), std::string(kJobToken)}) {
+        ++tried;
+        grpc::ClientContext ctx;
+        ctx.AddMetadata(core::kTokenMetadataKey, token);
+        ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(1000));
+        grpc::CompletionQueue cq;
+        auto call = stub.PrepareCall(&ctx, std::string("/dlaunch.v1.Coordinator/") + method, &cq);
+        if (step(cq, [&](void* tag) { call->StartCall(tag); })) {
+          for (const std::string& m : messages) {
+            grpc::Slice slice(m);
+            grpc::ByteBuffer buffer(&slice, 1);
+            if (!step(cq, [&](void* tag) { call->Write(buffer, tag); })) break;
+          }
+          step(cq, [&](void* tag) { call->WritesDone(tag); });
+        }
+        grpc::Status status;
+        step(cq, [&](void* tag) { call->Finish(&status, tag); });
+        cq.Shutdown();
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq.Next(&tag, &ok)) {
+        }
+      }
+    }
+  }
+  for (const auto& v : handler_->Snapshot()) EXPECT_TRUE(v.rank >= 0 && v.rank < 4) << v.rank;
+  EXPECT_TRUE(Files().empty());
+  // The calls reached the coordinator: every node stream was refused (no node credential).
+  EXPECT_GE(handler_->refused_calls() - refused_before, 20);
+  ExpectJobUntouched("after malformed stream messages");
+  Record("bytes to both streams (Heartbeat, NodeStream)", tried, !HasFailure(), t0);
 }
 
 }  // namespace
