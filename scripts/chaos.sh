@@ -29,6 +29,11 @@ for t in chaos_shm_test chaos_checkpoint_test; do
       "$build/tests/chaos/$t" --gtest_brief=1 || status=$?
   fi
 done
+# Elastic train resuming its checkpoint with fewer ranks after a node is SIGKILLed (#30).
+if [ -x "$build/tests/multinode/elastic_test" ]; then
+  DLAUNCH_CHAOS_RESULTS="$results" timeout 1800 "$build/tests/multinode/elastic_test" \
+    --gtest_filter='*AfterAScaleDownTrainResumes*' --gtest_repeat=5 --gtest_brief=1 || status=$?
+fi
 python3 "$here/chaos_report.py" "$results" "$out" "$(uname -srm), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chaos: wrote $out (trials exit status $status)"
 exit "$status"

@@ -102,7 +102,11 @@ naming rank 2 (not a peer whose error says another rank left after its watchdog 
 checkpoint rows (tests/chaos/checkpoint_test.cc) are damaged checkpoints given to `train
 --resume` (truncated, a bad CRC, a FIFO, wrong shapes, ...: right is exit 2 before any rank
 starts) and rank 0 of `train` killed while writing its checkpoint every step (right: the last
-whole checkpoint loads, no temporary file is left).
+whole checkpoint loads, no temporary file is left). The resume row (tests/multinode/
+elastic_test.cc) is built-in train on 2 launchers of 2 ranks, checkpointing every 50 steps, whose
+node 1 is SIGKILLed once a checkpoint exists: right is node 0 going on alone from that checkpoint
+with 2 ranks ("resumed step S of 600 with 2 ranks instead of 4; the per-rank batch is kept, so
+the global batch is now 64"), no checkpoint refused, and exit 0.
 
 """ + LEFT_BEHIND
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "launchers_fixture.h"
+#include "tests/chaos/chaos_util.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -165,6 +166,9 @@ TEST_F(ElasticJobTest, AfterAScaleDownTrainResumesFromItsCheckpointWithFewerRank
   EXPECT_EQ(summary["exit_code"], 0);
   ASSERT_EQ(summary["attempts"].size(), 2u) << summary.dump(2);
   EXPECT_EQ(summary["attempts"][1]["world_size"], 2);
+  // A row of `make chaos` (RELIABILITY.md), which repeats this test.
+  chaos::Record({{"fault", "node SIGKILLed while train checkpoints: resumed with fewer ranks"},
+                 {"right", !HasFailure()}});
 }
 
 TEST_F(ElasticJobTest, ALostNodeZeroEndsTheOtherNodesSoon) {
