@@ -134,7 +134,11 @@ same tests against main's dlaunch and agent:
 The found-after times include 2 s of waiting for dumps that cannot be written and the native
 stacks of both ranks. Refused RPCs were already rate-limited (5 lines per 10 s, then one count
 line): `RefusalLogTest` and tests/multinode's `ARankCannotSpeakForANodeOrPushFiles` (1232
-refusals, fewer than 40 lines, the count line present) check it."""
+refusals, fewer than 40 lines, the count line present) check it. On many nodes the same holds:
+in tests/multinode's `APythonHangOnANodeWhoseDiskIsFullIsFound` node 1's log disk is a full
+4 MiB tmpfs from the start, and node 0 (exit 3, culprit rank 1) says `rank 1: its heartbeat file
+could not be written (heartbeat.json: [Errno 28] No space left on device)`, from the heartbeats
+node 1's launcher passed on in its node stream."""
 with open(out, "w") as f:
     f.write("""# Reliability
 
