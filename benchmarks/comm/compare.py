@@ -72,16 +72,25 @@ def main(out, systems):
           "busbw_gbps", "{:.3f}", "busbw")
 
 
+def paired(runs, a, b, z, key):
+    """The ratio a/b of each round (the systems' runs of one round are pairs), as a cell."""
+    pairs = [ra[z][key] / rb[z][key] for ra, rb in zip(runs[a], runs[b])
+             if z in ra and z in rb and rb[z][key]]
+    return cell(pairs, "{:.2f}")
+
+
 def table(runs, sizes, extra, title, key, fmt, what):
     med = {s: {z: statistics.median(values(r, z, key)) for z in sizes} for s, r in runs.items()}
     print(f"{title}\n")
     head = " | ".join(NAMES[s] for s in runs)
-    print(f"| size | {head} | " + " | ".join(f"{a}/{b} {what}" for a, b in extra) + " |")
-    print("| ---: |" + " ---: |" * (len(runs) + len(extra)))
+    print(f"| size | {head} | " + " | ".join(f"{a}/{b} {what}" for a, b in extra) + " | " +
+          " | ".join(f"{a}/{b} per round" for a, b in extra) + " |")
+    print("| ---: |" + " ---: |" * (len(runs) + 2 * len(extra)))
     for z in sizes:
         cells = [cell(values(r, z, key), fmt) for r in runs.values()]
         ratios = [ratio(med[a][z], med[b][z]) for a, b in extra]
-        print(f"| {human(z)} | " + " | ".join(cells + ratios) + " |")
+        rounds = [paired(runs, a, b, z, key) for a, b in extra]
+        print(f"| {human(z)} | " + " | ".join(cells + ratios + rounds) + " |")
     print()
 
 
