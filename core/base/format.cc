@@ -77,6 +77,12 @@ std::string FormatRankList(std::vector<int> ranks) {
   return out;
 }
 
+std::string NameRanks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  const bool one = std::unique(ranks.begin(), ranks.end()) - ranks.begin() == 1;
+  return (one ? "rank " : "ranks ") + FormatRankList(std::move(ranks));
+}
+
 std::string JoinInts(const std::vector<int>& values, std::string_view separator) {
   std::string out;
   for (int v : values) {

@@ -23,6 +23,8 @@ std::string FormatBytes(int64_t bytes, ByteStyle style = ByteStyle::kCompact);
 std::string FormatDurationMs(int64_t ms);  // "310 s", "2.5 s", "40 ms"; "?" when negative
 // Sorted, duplicates dropped, runs of three or more folded: "0,1,3" or "0-5,7".
 std::string FormatRankList(std::vector<int> ranks);
+// "rank 3" or "ranks 0-5,7": FormatRankList with its noun, singular for one distinct rank.
+std::string NameRanks(std::vector<int> ranks);
 // In the given order, every value: "3,1,2". For messages that list what was asked for.
 std::string JoinInts(const std::vector<int>& values, std::string_view separator = ",");
 std::string FormatUnixMs(int64_t unix_ms);  // "2026-11-29 21:03:04 UTC"; "?" when <= 0

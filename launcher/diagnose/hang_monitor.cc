@@ -153,8 +153,8 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
                               FormatDurationMs(waited) + " in collective #" + std::to_string(seq) +
                               (r->status.current_op.empty() ? "" : " " + r->status.current_op);
     if (!absent.empty()) {
-      add(where + ", " + (absent.size() == 1 ? "rank " : "ranks ") + FormatRankList(absent) +
-          (absent.size() == 1 ? " has" : " have") + " not entered it");
+      add(where + ", " + base::NameRanks(absent) + (absent.size() == 1 ? " has" : " have") +
+          " not entered it");
     } else if (now - newest_progress > hang_ms) {
       add(where + ", and no rank made progress since");
     }

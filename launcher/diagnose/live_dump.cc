@@ -57,9 +57,7 @@ std::string SeqRange(int64_t lo, int64_t hi) {
   return "#" + std::to_string(std::max<int64_t>(lo, 0)) + "-#" + std::to_string(hi);
 }
 
-std::string Ranks(const std::vector<int>& ranks) {
-  return std::string(ranks.size() == 1 ? "rank " : "ranks ") + FormatRankList(ranks);
-}
+std::string Ranks(const std::vector<int>& ranks) { return base::NameRanks(ranks); }
 
 void CopyIfThere(const std::string& from, const std::string& to, std::vector<std::string>* files,
                  std::vector<std::string>* problems) {

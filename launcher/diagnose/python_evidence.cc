@@ -22,12 +22,6 @@ constexpr size_t kTorchTensorsInText = 8;   // of an entry's inputs
 constexpr size_t kTorchGroupsInText = 8;    // process groups in a dump's line
 constexpr size_t kTorchFindings = 16;       // of the comparison across ranks
 
-std::string RankList(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
-  return out;
-}
-
 // torch's names for what dlaunch's recorders call op and dtype.
 std::string DlaunchOp(const std::string& op) {
   static const std::map<std::string, std::string> names = {
@@ -311,14 +305,14 @@ void CompareTorchDumps(const RunSnapshot& run, nlohmann::json* findings,
           kind = "COLLECTIVE_DTYPE_MISMATCH";
         }
         culprits.insert(culprits.end(), it->second.begin(), it->second.end());
-        odd += (odd.empty() ? "" : "; ") + RankList(it->second) + " called " + e.profiling_name +
-               " " + DescribeInputs(e);
+        odd += (odd.empty() ? "" : "; ") + base::NameRanks(it->second) + " called " +
+               e.profiling_name + " " + DescribeInputs(e);
       }
       std::sort(culprits.begin(), culprits.end());
       const std::string line = "PyTorch flight recorder: " + kind + " at " + GroupLabel(good) +
                                " collective #" + std::to_string(seq) + ": " + odd + " while " +
-                               RankList(best->second) + " called " + good.profiling_name + " " +
-                               DescribeInputs(good);
+                               base::NameRanks(best->second) + " called " + good.profiling_name +
+                               " " + DescribeInputs(good);
       lines->push_back(line);
       findings->push_back({{"kind", kind},
                            {"pg", pg},
@@ -348,10 +342,10 @@ void CompareTorchDumps(const RunSnapshot& run, nlohmann::json* findings,
       const python::TorchFlightEntry& first = *entries.begin()->second;
       std::string line = "PyTorch flight recorder: " + GroupLabel(first) + " collective #" +
                          std::to_string(seq) + " " + first.profiling_name + ": " +
-                         RankList(joined) + " " + first.state;
+                         base::NameRanks(joined) + " " + first.state;
       if (!missing.empty()) {
-        line += "; " + RankList(missing) + " never joined it (not all ranks joined collective #" +
-                std::to_string(seq) + ")";
+        line += "; " + base::NameRanks(missing) +
+                " never joined it (not all ranks joined collective #" + std::to_string(seq) + ")";
       }
       lines->push_back(line);
       findings->push_back({{"kind", missing.empty() ? "not_completed" : "missing_ranks"},

@@ -111,8 +111,7 @@ std::vector<std::string> GroupRankLines(const std::vector<RankDiagnosis>& ranks,
   }
   for (const std::string& text : order) {
     const Set& set = sets.at(text);
-    lines.push_back((set.ranks.size() == 1 ? "rank " : "ranks ") + base::FormatRankList(set.ranks) +
-                    ": " + Fill(text, set.values));
+    lines.push_back(base::NameRanks(set.ranks) + ": " + Fill(text, set.values));
   }
   return lines;
 }

@@ -32,9 +32,7 @@ std::string DescribeCollective(const std::string& op, const std::string& dtype, 
   return out;
 }
 
-std::string Plural(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + FormatRankList(ranks);
-}
+std::string Plural(const std::vector<int>& ranks) { return base::NameRanks(ranks); }
 
 // "last completed #4", or "no collective completed yet" before the first.
 std::string LastCompleted(int64_t seq) {

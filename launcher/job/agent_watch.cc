@@ -40,8 +40,7 @@ std::string AgentLoadWatch::Check(const AttemptResult& now, const std::vector<Ra
   }
   if (missing.empty()) return "";
   said_ = true;
-  const std::string ranks =
-      (missing.size() == 1 ? "rank " : "ranks ") + base::FormatRankList(missing);
+  const std::string ranks = base::NameRanks(missing);
   const std::string how =
       why.empty() ? "did not load in " + ranks + " (no heartbeat.json; python -S or -I?)"
                   : "did not start in " + ranks + " (" + why + ")";

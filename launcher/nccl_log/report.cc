@@ -98,8 +98,6 @@ NcclReport Analyze(ParseResult parsed, const AnalyzeOptions& options) {
   return report;
 }
 
-std::string FormatRanks(std::vector<int> ranks) { return base::FormatRankList(std::move(ranks)); }
-
 std::string RankLabel(const RankLog& r) {
   if (r.rank >= 0)
     return "rank " + std::to_string(r.rank) + (r.host.empty() ? "" : " (" + r.host + ")");
@@ -127,8 +125,7 @@ std::string FormatTopology(const std::vector<NodeTopology>& nodes) {
   std::ostringstream out;
   for (const NodeTopology& n : nodes) {
     out << (n.host.empty() ? "(unknown host)" : n.host) << ":";
-    if (!n.ranks.empty())
-      out << " " << (n.ranks.size() == 1 ? "rank " : "ranks ") << FormatRanks(n.ranks);
+    if (!n.ranks.empty()) out << " " << base::NameRanks(n.ranks);
     if (!n.network.empty()) out << ", network " << n.network;
     if (!n.nics.empty()) out << ", NICs " << Interfaces(n.nics);
     if (!n.bootstrap.empty()) out << ", bootstrap " << Interfaces(n.bootstrap);

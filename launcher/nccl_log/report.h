@@ -68,8 +68,6 @@ TransportMatrix BuildTransportMatrix(const ParseResult& parsed);
 
 // "rank 3 (node-b)", or "node-b pid 4242 dev 0" for a rank NCCL never named.
 std::string RankLabel(const RankLog& r);
-// "0-3,6"
-std::string FormatRanks(std::vector<int> ranks);
 
 // The text report: verdicts first (with fix and evidence), then nodes and the matrix.
 std::string FormatReport(const NcclReport& report);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/base/format.h"
 #include "launcher/nccl_log/line.h"
 #include "launcher/nccl_log/report.h"
 
@@ -46,7 +47,7 @@ struct Group {
   std::string Describe() const {
     std::vector<int> named = Ranks();
     std::string out;
-    if (!named.empty()) out = (named.size() == 1 ? "rank " : "ranks ") + FormatRanks(named);
+    if (!named.empty()) out = base::NameRanks(named);
     for (const RankLog* r : ranks) {
       if (r->rank >= 0) continue;
       out += (out.empty() ? "" : ", ") + RankLabel(*r);

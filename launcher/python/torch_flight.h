@@ -36,7 +36,9 @@ inline constexpr size_t kMaxTorchGroupRanks = 1 << 20;
 
 // The limits of one pass over a run directory's dumps, all ranks together: the bytes of the files
 // read, what the dumps read take once decoded, and the time. Each file is also bounded alone
-// (kMaxTorchDumpBytes, PickleLimits::max_memory_bytes of decoding).
+// (kMaxTorchDumpBytes, PickleLimits::max_memory_bytes of decoding). kept_bytes is looked at
+// before each read, so the dumps other threads are reading when it is reached are kept too: at
+// most kTorchReadThreads - 1 more, each within its own bound.
 struct TorchReadLimits {
   size_t file_bytes = 256u << 20;
   size_t kept_bytes = 128u << 20;

@@ -8,6 +8,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/files.h"
+#include "core/base/format.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "launcher/rendezvous/request_checks.h"
@@ -23,12 +24,6 @@ RoundConfig RoundsOf(const CoordinatorConfig& c) {
   r.join_timeout = c.join_timeout.count() > 0 ? c.join_timeout : c.rdzv_timeout;
   r.last_call_timeout = c.last_call_timeout;
   return r;
-}
-
-std::string JoinRanks(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
-  return s;
 }
 
 }  // namespace
@@ -152,8 +147,7 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
       if (!registered_.count(r)) absent.push_back(r);
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(config_.rdzv_timeout);
     std::string message = "rendezvous timed out after " + std::to_string(secs.count()) +
-                          " s: rank" + (absent.size() > 1 ? "s " : " ") + JoinRanks(absent) +
-                          " never registered";
+                          " s: " + base::NameRanks(absent) + " never registered";
     CoordinatorListener* listener = rdzv_failure_reported_ ? nullptr : listener_;
     rdzv_failure_reported_ = true;
     lock.unlock();

@@ -52,6 +52,9 @@ TEST(FormatTest, DurationsRanksTimesSignals) {
   EXPECT_EQ(FormatDurationMs(310000), "310 s");
   EXPECT_EQ(FormatRankList({3, 0, 1, 1}), "0,1,3");
   EXPECT_EQ(FormatRankList({0, 1, 2, 3, 4, 5, 7}), "0-5,7");
+  EXPECT_EQ(NameRanks({3}), "rank 3");
+  EXPECT_EQ(NameRanks({3, 3}), "rank 3");
+  EXPECT_EQ(NameRanks({3, 0, 1, 2, 6, 8, 9}), "ranks 0-3,6,8,9");
   EXPECT_EQ(JoinInts({3, 1, 2}), "3,1,2");
   EXPECT_EQ(JoinInts({3, 1}, ", "), "3, 1");
   EXPECT_EQ(FormatUnixMs(1764450000000), "2025-11-29 21:00:00 UTC");
