@@ -58,52 +58,53 @@ def read_output():
                 ready.set()
 
 
-threading.Thread(target=read_output, daemon=True).start()
-if not ready.wait(120):
-    job.kill()
-    sys.exit("scrape_cost: the job never trained with its metrics server up")
-
-
 def step_ms(t0, t1):
     inside = [ms for t, ms in steps if t0 <= t <= t1]
     return statistics.median(inside) if inside else float("nan")
 
 
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-size = 0
-extra, quiet_steps, burst_steps, rates = [], [], [], []
-for r in range(rounds):
-    t0, c0 = time.monotonic(), cpu_ms(job.pid)
-    time.sleep(seconds)  # the quiet window: nothing to wait for but time
-    t1, c1 = time.monotonic(), cpu_ms(job.pid)
-    scrapes = 0
-    while time.monotonic() < t1 + seconds:
-        scrapes += 1
-        try:
-            conn.request("GET", "/metrics")
-            resp = conn.getresponse()
-            size = len(resp.read())
-        except (http.client.RemoteDisconnected, ConnectionError):
-            conn.close()  # the server ends a connection after 100 requests, as it may
-            continue
-        if resp.status != 200:
-            sys.exit("scrape_cost: /metrics answered %d" % resp.status)
-    t2, c2 = time.monotonic(), cpu_ms(job.pid)
-    quiet_rate = (c1 - c0) / (t1 - t0)
-    extra.append(((c2 - c1) - quiet_rate * (t2 - t1)) / scrapes)
-    rates.append(scrapes / (t2 - t1))
-    quiet_steps.append(step_ms(t0, t1))
-    burst_steps.append(step_ms(t1, t2))
-    print("round %d: quiet %.1f ms CPU/s, %.2f ms/step; burst of %d scrapes in %.2f s (%.0f/s): "
-          "%.3f ms CPU per scrape, %.2f ms/step" % (r + 1, quiet_rate, quiet_steps[-1],
-                                                   scrapes, t2 - t1, rates[-1], extra[-1],
-                                                   burst_steps[-1]), flush=True)
-job.terminate()
-job.wait(60)
-print("ranks %d, /metrics %d bytes" % (nproc, size))
-print("launcher CPU per scrape (ms): median %.3f, range %.3f-%.3f" %
-      (statistics.median(extra), min(extra), max(extra)))
-print("scrapes per second in the bursts: median %.0f" % statistics.median(rates))
+threading.Thread(target=read_output, daemon=True).start()
+# The job goes with this script, whatever ends it (an error, ^C).
+try:
+    if not ready.wait(120):
+        sys.exit("scrape_cost: the job never trained with its metrics server up")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    size = 0
+    extra, quiet_steps, burst_steps, rates = [], [], [], []
+    for r in range(rounds):
+        t0, c0 = time.monotonic(), cpu_ms(job.pid)
+        time.sleep(seconds)  # the quiet window: nothing to wait for but time
+        t1, c1 = time.monotonic(), cpu_ms(job.pid)
+        scrapes = 0
+        while time.monotonic() < t1 + seconds:
+            scrapes += 1
+            try:
+                conn.request("GET", "/metrics")
+                resp = conn.getresponse()
+                size = len(resp.read())
+            except (http.client.RemoteDisconnected, ConnectionError):
+                conn.close()  # the server ends a connection after 100 requests, as it may
+                continue
+            if resp.status != 200:
+                sys.exit("scrape_cost: /metrics answered %d" % resp.status)
+        t2, c2 = time.monotonic(), cpu_ms(job.pid)
+        quiet_rate = (c1 - c0) / (t1 - t0)
+        extra.append(((c2 - c1) - quiet_rate * (t2 - t1)) / scrapes)
+        rates.append(scrapes / (t2 - t1))
+        quiet_steps.append(step_ms(t0, t1))
+        burst_steps.append(step_ms(t1, t2))
+        print("round %d: quiet %.1f ms CPU/s, %.2f ms/step; burst of %d scrapes in %.2f s (%.0f/s): "
+              "%.3f ms CPU per scrape, %.2f ms/step" % (r + 1, quiet_rate, quiet_steps[-1],
+                                                       scrapes, t2 - t1, rates[-1], extra[-1],
+                                                       burst_steps[-1]), flush=True)
+    print("ranks %d, /metrics %d bytes" % (nproc, size))
+    print("launcher CPU per scrape (ms): median %.3f, range %.3f-%.3f" %
+          (statistics.median(extra), min(extra), max(extra)))
+    print("scrapes per second in the bursts: median %.0f" % statistics.median(rates))
+finally:
+    job.terminate()
+    job.wait(60)
+
 ratios = [b / q for b, q in zip(burst_steps, quiet_steps) if q == q and b == b]
 if ratios:
     print("ms/step, burst / quiet window: median %.3f, range %.3f-%.3f" %
