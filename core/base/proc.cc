@@ -25,6 +25,27 @@ int64_t ProcStatusBytes(const char* field) {
   return -1;
 }
 
+std::string ProcStateWord(char c) {
+  switch (c) {
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'D':
+      return "D (disk sleep)";
+    case 'T':
+      return "T (stopped)";
+    case 't':
+      return "t (tracing stop)";
+    case 'Z':
+      return "Z (zombie)";
+    case 'X':
+      return "X (dead)";
+    default:
+      return std::string(1, c);
+  }
+}
+
 std::optional<ProcStat> ReadProcStat(int pid) {
   if (pid <= 0) return std::nullopt;
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

@@ -18,6 +18,9 @@ struct ProcStat {
   int ppid = 0;
 };
 std::optional<ProcStat> ReadProcStat(int pid);
+// A state letter as ps spells it out: 'T' -> "T (stopped)", 'S' -> "S (sleeping)"; an unknown
+// letter alone.
+std::string ProcStateWord(char state);
 
 // This host's name (gethostname); "" when it cannot be read.
 std::string Hostname();

@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using base::FormatDurationMs;
-using base::FormatRankList;
+using base::NameRanks;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 // Beyond one stack_timeout: another node's stack tool runs, then its files travel.
@@ -56,8 +56,6 @@ std::string SeqRange(int64_t lo, int64_t hi) {
   if (lo == hi) return "#" + std::to_string(lo);
   return "#" + std::to_string(std::max<int64_t>(lo, 0)) + "-#" + std::to_string(hi);
 }
-
-std::string Ranks(const std::vector<int>& ranks) { return base::NameRanks(ranks); }
 
 void CopyIfThere(const std::string& from, const std::string& to, std::vector<std::string>* files,
                  std::vector<std::string>* problems) {
@@ -114,7 +112,7 @@ std::vector<std::string> DescribeLiveRanks(const std::vector<RankLiveState>& ran
   for (const auto& [where, who] : stuck) {
     const std::string op = where.second.empty() ? "collective" : where.second;
     const bool one = who.first.size() == 1;
-    std::string line = Ranks(who.first) + (one ? " has" : " have") + " been in " + op + " #" +
+    std::string line = NameRanks(who.first) + (one ? " has" : " have") + " been in " + op + " #" +
                        std::to_string(where.first) + " for " + FormatDurationMs(who.second);
     if (!moving.empty()) {
       line += " while the others are at " + SeqRange(lo, hi);
@@ -124,7 +122,7 @@ std::vector<std::string> DescribeLiveRanks(const std::vector<RankLiveState>& ran
     lines.push_back(line);
   }
   if (!moving.empty()) {
-    std::string line = Ranks(moving) + " running: " +
+    std::string line = NameRanks(moving) + " running: " +
                        (hi < 0 ? std::string("no collective yet")
                                : (lo == hi ? "collective " : "collectives ") + SeqRange(lo, hi)) +
                        ", step " + std::to_string(step_lo) +
@@ -132,9 +130,9 @@ std::vector<std::string> DescribeLiveRanks(const std::vector<RankLiveState>& ran
     lines.push_back(line);
   }
   if (!unlinked.empty()) {
-    lines.push_back(Ranks(unlinked) + " running (no flight recorder: native stacks only)");
+    lines.push_back(NameRanks(unlinked) + " running (no flight recorder: native stacks only)");
   }
-  if (!exited.empty()) lines.push_back(Ranks(exited) + " exited");
+  if (!exited.empty()) lines.push_back(NameRanks(exited) + " exited");
   return lines;
 }
 

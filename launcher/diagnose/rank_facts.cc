@@ -113,7 +113,7 @@ void MergeSummary(const RankRecord& rec, const FactsOptions& options, RankFacts&
   // attempt (the others' watchdogs fired first), as a hang's live capture would have seen it.
   if (s.stopped_at_teardown && !v.stopped) {
     v.stopped = true;
-    v.process_state = "T (stopped)";
+    v.process_state = base::ProcStateWord('T');
   }
   // Exit code 3 means "my collective watchdog fired" only from a rank that said so: any other
   // program (a Python script's sys.exit(3), torch's own test programs) means what it means.

@@ -16,8 +16,8 @@ namespace {
 
 using base::FormatBytes;
 using base::FormatDurationMs;
-using base::FormatRankList;
 using base::FormatUnixMs;
+using base::NameRanks;
 using base::SignalName;
 
 std::string DescribeCollective(const std::string& op, const std::string& dtype, int64_t count,
@@ -31,8 +31,6 @@ std::string DescribeCollective(const std::string& op, const std::string& dtype, 
   }
   return out;
 }
-
-std::string Plural(const std::vector<int>& ranks) { return base::NameRanks(ranks); }
 
 // "last completed #4", or "no collective completed yet" before the first.
 std::string LastCompleted(int64_t seq) {
@@ -184,29 +182,29 @@ class Renderer {
           DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
       if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
       if (g.bytes >= 0) what += " (" + FormatBytes(g.bytes) + ")";
-      d_.details.push_back("  #" + std::to_string(g.seq) + " " + Plural(g.ranks) + ": " + what +
+      d_.details.push_back("  #" + std::to_string(g.seq) + " " + NameRanks(g.ranks) + ": " + what +
                            (g.call_site.empty() ? "" : " at " + g.call_site));
       if (g.culprit) {
-        odd += (odd.empty() ? "" : "; ") + Plural(g.ranks) + " called " + what;
+        odd += (odd.empty() ? "" : "; ") + NameRanks(g.ranks) + " called " + what;
       } else {
         majority = g.ranks;
       }
     }
     if (m.tie == TieBreak::kUndecided) return MismatchTie();
     d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
-                  rundir::MismatchKindName(m.kind) + "): " + odd + " while " + Plural(majority) +
+                  rundir::MismatchKindName(m.kind) + "): " + odd + " while " + NameRanks(majority) +
                   " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
     if (m.tie == TieBreak::kPattern) {
       const CallPattern& p = m.pattern;
       std::string expected =
           DescribeCollective(p.expected.op, p.expected.dtype, p.expected.count, -1) +
           (p.expected_site.empty() ? "" : " at " + p.expected_site);
-      d_.headline += " (a tie, decided by the calls before it: " + Plural(p.broke) +
+      d_.headline += " (a tie, decided by the calls before it: " + NameRanks(p.broke) +
                      " broke the pattern at #" + std::to_string(p.diverged_seq) + ")";
       d_.details.push_back("the verdict rests on the calls before #" +
                            std::to_string(p.diverged_seq) + ": they repeat every " +
                            std::to_string(p.period) + " call(s), so " + expected + " came next; " +
-                           Plural(p.followed) + " called it, " + Plural(p.broke) +
+                           NameRanks(p.followed) + " called it, " + NameRanks(p.broke) +
                            " did not (a skipped, extra or changed call)");
     } else if (m.tie == TieBreak::kPeerSizeAbort) {
       d_.details.push_back(
@@ -258,8 +256,8 @@ class Renderer {
       std::string what =
           DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
       if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
-      sides += std::string(sides.empty() ? "" : " while ") + Plural(g.ranks) + " called " + what +
-               (g.call_site.empty() ? "" : " at " + g.call_site);
+      sides += std::string(sides.empty() ? "" : " while ") + NameRanks(g.ranks) + " called " +
+               what + (g.call_site.empty() ? "" : " at " + g.call_site);
     }
     d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
                   rundir::MismatchKindName(m.kind) + "): " + sides + "; " +
@@ -276,7 +274,7 @@ class Renderer {
         "FAILURE: " + (error.rfind(prefix, 0) == 0 ? error : v_.lost_node_label + " lost");
     if (!v_.lost_ranks.empty()) {
       d_.headline +=
-          "; " + Plural(v_.lost_ranks) + " lost with node " + std::to_string(v_.lost_node);
+          "; " + NameRanks(v_.lost_ranks) + " lost with node " + std::to_string(v_.lost_node);
     }
     d_.details.push_back("Root Cause: " + v_.lost_node_label +
                          " went away (its launcher or machine died, or the network to it failed); "
@@ -290,7 +288,7 @@ class Renderer {
     const int r = v.rank;
     std::string where;
     if (v_.root_record_lost) {
-      where = " while " + Plural(v_.entered) + " were inside " + CollectiveLabel(v_.seq) +
+      where = " while " + NameRanks(v_.entered) + " were inside " + CollectiveLabel(v_.seq) +
               " (its flight recorder was lost with it)";
     } else if (v_.seq >= 0) {
       where = (v_.root_inside ? " inside " : " before entering ") + CollectiveLabel(v_.seq) + " (" +
@@ -304,7 +302,7 @@ class Renderer {
     if (v.failure.at_unix_ms > 0) d_.headline += " at " + FormatUnixMs(v.failure.at_unix_ms);
     d_.headline += where;
     if (!v_.left_waiting.empty()) {
-      d_.headline += "; " + Plural(v_.left_waiting) + " left waiting in it";
+      d_.headline += "; " + NameRanks(v_.left_waiting) + " left waiting in it";
     }
     // torchrun's "Root Cause (first observed failure)" block.
     d_.details.push_back(kRootCauseHeading);
@@ -389,7 +387,7 @@ class Renderer {
 
   void Hang() {
     if (!v_.unknown.empty()) {
-      d_.details.push_back("no flight recorder or heartbeat from " + Plural(v_.unknown) +
+      d_.details.push_back("no flight recorder or heartbeat from " + NameRanks(v_.unknown) +
                            " (torn down before dumping, or not linked with libdlaunch)");
     }
     if (v_.hang_kind != HangKind::kInCollective) {
@@ -398,7 +396,7 @@ class Renderer {
                         : "HANG between collectives: every rank completed #" +
                               std::to_string(v_.frontier - 1) + " and none entered another";
       if (v_.tie) {
-        d_.headline += "; a tie: " + Plural(v_.culprits) + " quiet longest, within " +
+        d_.headline += "; a tie: " + NameRanks(v_.culprits) + " quiet longest, within " +
                        FormatDurationMs(kTieMs) + " of each other";
       } else {
         for (int c : v_.culprits) d_.headline += "; rank " + std::to_string(c) + " quiet longest";
@@ -410,10 +408,10 @@ class Renderer {
     if (!v_.waiting.empty()) {
       int64_t wait = -1;
       for (int r : v_.waiting) wait = std::max(wait, v_.places[r].waiting_ms);
-      d_.headline += Plural(v_.waiting) + " waiting " + FormatDurationMs(wait);
+      d_.headline += NameRanks(v_.waiting) + " waiting " + FormatDurationMs(wait);
     }
     if (!v_.done.empty()) {
-      d_.headline += (v_.waiting.empty() ? "" : ", ") + Plural(v_.done) + " completed it";
+      d_.headline += (v_.waiting.empty() ? "" : ", ") + NameRanks(v_.done) + " completed it";
     }
     if (v_.done.empty() && v_.missing.empty() && v_.unknown.empty() && v_.stale.empty()) {
       d_.headline += " (all ranks entered, none completed)";
@@ -452,10 +450,11 @@ class Renderer {
         what = " still running after the others exited";
         break;
       case UnlinkedJudgement::kOutsideCollective:
-        what = " not in the collective " + Plural(v_.in_collective) +
+        what = " not in the collective " + NameRanks(v_.in_collective) +
                (v_.in_collective.size() == 1 ? " waits" : " wait") + " in";
-        d_.details.push_back("stacks: " + Plural(v_.in_collective) + " wait inside a collective, " +
-                             Plural(v_.elsewhere) + " elsewhere");
+        d_.details.push_back("stacks: " + NameRanks(v_.in_collective) +
+                             " wait inside a collective, " + NameRanks(v_.elsewhere) +
+                             " elsewhere");
         break;
       case UnlinkedJudgement::kOddStackOut:
         what = std::string(v_.culprits.size() == 1 ? " stands" : " stand") +
@@ -468,7 +467,7 @@ class Renderer {
         break;
     }
     if (v_.culprits.empty()) {
-      d_.headline = "HANG: no output from " + Plural(v_.running) + "; no rank stands out";
+      d_.headline = "HANG: no output from " + NameRanks(v_.running) + "; no rank stands out";
     } else {
       int64_t quiet = -1;
       for (int c : v_.culprits) {
@@ -477,7 +476,7 @@ class Renderer {
           quiet = std::max(quiet, r.ref_ms - r.last_activity_ms);
         }
       }
-      d_.headline = "HANG: " + Plural(v_.culprits) + what;
+      d_.headline = "HANG: " + NameRanks(v_.culprits) + what;
       if (quiet >= 0) d_.headline += " (no output for " + FormatDurationMs(quiet) + ")";
     }
     d_.headline += "; no flight recorder (program not linked with libdlaunch): see " +

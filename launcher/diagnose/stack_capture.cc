@@ -23,27 +23,6 @@ namespace {
 constexpr int kExecFailed = 127;
 constexpr size_t kMaxOutput = 4 * 1024 * 1024;
 
-std::string StateWord(char c) {
-  switch (c) {
-    case 'R':
-      return "R (running)";
-    case 'S':
-      return "S (sleeping)";
-    case 'D':
-      return "D (disk sleep)";
-    case 'T':
-      return "T (stopped)";
-    case 't':
-      return "t (tracing stop)";
-    case 'Z':
-      return "Z (zombie)";
-    case 'X':
-      return "X (dead)";
-    default:
-      return std::string(1, c);
-  }
-}
-
 bool IsEuStack(const std::string& tool) {
   const size_t slash = tool.rfind('/');
   return tool.compare(slash == std::string::npos ? 0 : slash + 1, 8, "eu-stack") == 0;
@@ -68,7 +47,7 @@ const std::string& DefaultStackTool() {
 
 std::string ProcessState(int pid) {
   const std::optional<base::ProcStat> st = base::ReadProcStat(pid);
-  return st ? StateWord(st->state) : "";
+  return st ? base::ProcStateWord(st->state) : "";
 }
 
 StackCapture CaptureStacks(int pid, std::chrono::milliseconds timeout, const std::string& tool) {

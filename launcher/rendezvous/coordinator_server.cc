@@ -55,7 +55,9 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
     return ServeStream(
         stream, [](const v1::RankStatus& s) { return s.rank(); },
         [&](const v1::RankStatus& first) {
-          return caller.role != CallerRole::kRank || AuthorizedRank(ctx, "Heartbeat", first.rank());
+          // Another rank's stream is refused, and logged, as AuthorizeRank refuses it.
+          return caller.role != CallerRole::kRank || caller.rank == first.rank() ||
+                 AuthorizedRank(ctx, "Heartbeat", first.rank());
         },
         [this](int rank, auto send) { handler_->OnStreamOpened(rank, std::move(send)); },
         [this](const v1::RankStatus& s) { handler_->OnHeartbeat(s); },

@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 
+#include "core/base/proc.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
 #include "tests/common/test_dir.h"
@@ -103,22 +104,14 @@ class ChaosShmRankTest : public ::testing::Test {
       const std::string name = e.path().filename().string();
       pid_t pid = 0;
       if (std::sscanf(name.c_str(), "dlaunch-%d-", &pid) != 1 || pid <= 0) continue;
-      if (!known->count(pid) && ParentOf(pid) != launcher) continue;
-      known->insert(pid);
+      if (!known->count(pid)) {
+        const std::optional<base::ProcStat> st = base::ReadProcStat(pid);
+        if (!st || st->ppid != launcher) continue;
+        known->insert(pid);
+      }
       found.emplace_back(pid, name);
     }
     return found;
-  }
-
-  static pid_t ParentOf(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const size_t close = stat.rfind(')');
-    int ppid = 0;
-    if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid) != 1)
-      return 0;
-    return ppid;
   }
 
   const TestDir dir_{"chaos_shm"};
