@@ -37,11 +37,17 @@ int PositiveInt(const std::string& text) {
   return used == text.size() && n >= 1 ? n : 0;
 }
 
-int ParseNproc(const std::string& text) {
+// `flag`: the spelling given, for the errors.
+int ParseNproc(const std::string& text, const std::string& flag) {
+  if (text == "xpu") {
+    throw UsageError(flag +
+                     " xpu is not supported: dlaunch places ranks on NVIDIA GPUs or CPUs, "
+                     "not Intel XPUs (give a number, auto, cpu or gpu)");
+  }
   if (text == "gpu") {
     const int gpus = CountGpus();
     if (gpus == 0) {
-      throw UsageError(std::string("--nproc gpu: no GPU found (") + kNvidiaGpuList +
+      throw UsageError(flag + " gpu: no GPU found (" + kNvidiaGpuList +
                        " is empty or absent); give a number, or cpu");
     }
     return gpus;
@@ -53,7 +59,7 @@ int ParseNproc(const std::string& text) {
   }
   const int n = PositiveInt(text);
   if (n < 1) {
-    throw UsageError("--nproc must be a positive integer, auto, cpu or gpu (got '" + text + "')");
+    throw UsageError(flag + " must be a positive integer, auto, cpu or gpu (got '" + text + "')");
   }
   return n;
 }
@@ -71,6 +77,11 @@ std::chrono::milliseconds Seconds(double s, const char* flag, bool zero_is_never
   }
   // Never rounded down to 0 ms, which means "off" for some flags.
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(s * 1000)));
+}
+
+// torchrun's --shutdown-timeout (and TORCH_ELASTIC_SHUTDOWN_TIMEOUT): 0 is SIGKILL at once.
+std::chrono::milliseconds ShutdownTimeout(double s) {
+  return s == 0 ? std::chrono::milliseconds(1) : Seconds(s, "--shutdown-timeout");
 }
 
 int ParseCount(const std::string& text, const std::string& whole) {
@@ -119,22 +130,32 @@ po::options_description Describe() {
     ("rdzv-timeout", po::value<double>()->default_value(300), "seconds ranks may take to register")
     ("rdzv-conf", po::value<std::string>(), "timeout=S (or join_timeout=S),last_call_timeout=S,close_timeout=S; torchrun's other keys are accepted and noted (alias --rdzv_conf)")
     ("rdzv_conf", po::value<std::string>(), "alias of --rdzv-conf")
-    ("standalone", po::bool_switch(), "single node (the default; torchrun compatibility)")
+    ("standalone", po::bool_switch(), "one node, its coordinator on a free port, as torchrun's: --rdzv-backend, --rdzv-endpoint and --rdzv-id are ignored (with a note)")
     ("master-addr", po::value<std::string>(), "MASTER_ADDR given to ranks (alias --master_addr)")
     ("master_addr", po::value<std::string>(), "alias of --master-addr")
     ("master-port", po::value<int>(), "MASTER_PORT given to ranks; default: a free port (alias --master_port)")
     ("master_port", po::value<int>(), "alias of --master-port")
+    ("local-addr", po::value<std::string>(), "this node's address: on node 0 the ranks' MASTER_ADDR, unless --master-addr is given (alias --local_addr)")
+    ("local_addr", po::value<std::string>(), "alias of --local-addr")
     ("max-restarts", po::value<int>()->default_value(0), "restart all ranks up to K times after a failure (alias --max_restarts)")
     ("max_restarts", po::value<int>(), "alias of --max-restarts")
-    ("grace-period", po::value<double>()->default_value(30), "seconds between SIGTERM and SIGKILL at teardown")
+    ("grace-period", po::value<double>()->default_value(30), "seconds between SIGTERM and SIGKILL at teardown (alias --shutdown-timeout; default: $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
+    ("shutdown-timeout", po::value<double>(), "alias of --grace-period (torchrun's name)")
+    ("shutdown_timeout", po::value<double>(), "alias of --grace-period")
     ("signals-to-handle", po::value<std::string>()->default_value(kDefaultHandledSignals), "signals forwarded to the ranks: SIGINT, SIGTERM, SIGHUP, SIGQUIT end the job, SIGUSR1, SIGUSR2 do not (alias --signals_to_handle)")
     ("signals_to_handle", po::value<std::string>(), "alias of --signals-to-handle")
     ("log-dir", po::value<std::string>()->default_value("dlaunch-logs"), "where run directories go (alias --log_dir)")
     ("log_dir", po::value<std::string>(), "alias of --log-dir")
     ("quiet,q", po::bool_switch(), "no rank output on the console (it still goes to the log files)")
-    ("ranks-filter", po::value<std::string>(), "show only these ranks' output, e.g. 0,2-3 (alias --local-ranks-filter)")
-    ("local-ranks-filter", po::value<std::string>(), "alias of --ranks-filter")
-    ("local_ranks_filter", po::value<std::string>(), "alias of --ranks-filter")
+    ("ranks-filter", po::value<std::string>(), "show only these ranks' output, e.g. 0,2-3")
+    ("local-ranks-filter", po::value<std::string>(), "show only these local ranks' output on every node, e.g. 0,2-3 (torchrun's; alias --local_ranks_filter)")
+    ("local_ranks_filter", po::value<std::string>(), "alias of --local-ranks-filter")
+    ("log-line-prefix-template", po::value<std::string>(), "the console prefix of rank lines, with ${role_name}, ${rank}, ${local_rank}, ${hostname} (torchrun's; else $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; alias --log_line_prefix_template)")
+    ("log_line_prefix_template", po::value<std::string>(), "alias of --log-line-prefix-template")
+    ("duplicate-stdout-filters", po::value<std::string>(), "stdout lines holding any of these comma-separated strings (,, for a comma) also go to rank<R>/filtered_stdout.log (alias --duplicate_stdout_filters)")
+    ("duplicate_stdout_filters", po::value<std::string>(), "alias of --duplicate-stdout-filters")
+    ("duplicate-stderr-filters", po::value<std::string>(), "the same for stderr, to rank<R>/filtered_stderr.log (alias --duplicate_stderr_filters)")
+    ("duplicate_stderr_filters", po::value<std::string>(), "alias of --duplicate-stderr-filters")
     ("nccl-debug", po::value<std::string>(), "NCCL_DEBUG level (VERSION, WARN, INFO, TRACE) or off; each rank logs to rank<R>/nccl.log (train and preflight on NCCL: INFO unless NCCL_DEBUG is set)")
     ("nccl-socket-ifname", po::value<std::string>(), "NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) for the ranks")
     ("env", po::value<std::vector<std::string>>()->composing(), "KEY=VAL for every rank; repeatable")
@@ -161,16 +182,20 @@ po::options_description Describe() {
     ("tls-key", po::value<std::string>(), "multi-node: this node's private key (PEM)")
     ("tls-ca", po::value<std::string>(), "multi-node: CA that signed every node's certificate (PEM)")
     ("gpu-binding", po::value<std::string>()->default_value("local-rank"), "local-rank: every rank sees this launcher's GPUs and uses GPU LOCAL_RANK; isolate: CUDA_VISIBLE_DEVICES is the rank's one GPU; none: the environment as is")
-    ("numa-binding", po::value<std::string>(), "bind each rank to CPUs near its GPU (torchrun's modes): node, socket, exclusive (cores of the node split among its ranks) or none (alias --numa_binding)")
+    ("virtual-local-rank", po::bool_switch(), "every rank's LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES its one GPU (torchrun's; alias --virtual_local_rank)")
+    ("virtual_local_rank", po::bool_switch(), "alias of --virtual-local-rank")
+    ("numa-binding", po::value<std::string>(), "bind each rank to CPUs near its GPU (torchrun's modes): node, socket, exclusive (cores of the node split among its ranks), core-complex (a last-level cache's cores each) or none (alias --numa_binding)")
     ("numa_binding", po::value<std::string>(), "alias of --numa-binding")
     ("run-dir-mode", po::value<std::string>()->default_value("0700"), "permissions of the run directory (octal; files get them without x): 0700 keeps rank logs private, 0755 lets others read them")
-    ("redirects,r", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
-    ("tee,t", po::value<std::string>(), "accepted for torchrun compatibility (output is always captured)")
+    ("redirects,r", po::value<std::string>(), "torchrun's: these streams stay off the console, e.g. 3 (both) or 0:1,1:2 (by local rank; 1 stdout, 2 stderr); the logs always get them")
+    ("tee,t", po::value<std::string>(), "torchrun's: these streams reach the console even when redirected (same form as -r)")
     ("role", po::value<std::string>(), "the ranks' ROLE_NAME and ${role_name} of the console prefix (default: default)")
     ("start-method", po::value<std::string>(), "spawn, fork or forkserver: accepted for torchrun compatibility; every rank is a fresh process (alias --start_method)")
     ("start_method", po::value<std::string>(), "alias of --start-method")
     ("monitor-interval", po::value<double>(), "accepted for torchrun compatibility (exits are events here)")
-    ("monitor_interval", po::value<double>(), "alias of --monitor-interval");
+    ("monitor_interval", po::value<double>(), "alias of --monitor-interval")
+    ("event-log-handler", po::value<std::string>(), "null or dynamic_rendezvous: accepted for torchrun compatibility (no-ops there too); job events: --events-file (alias --event_log_handler)")
+    ("event_log_handler", po::value<std::string>(), "alias of --event-log-handler");
   // clang-format on
   return d;
 }
@@ -186,9 +211,13 @@ void SplitArgs(const po::options_description& desc, const std::vector<std::strin
       return;
     }
     if (tok.size() > 1 && tok[0] == '-') {
+      const bool is_long = tok.rfind("--", 0) == 0;
+      if (const char* why =
+              is_long ? RefusedTorchrunFlag(tok.substr(2, tok.find('=') - 2)) : nullptr) {
+        throw UsageError(tok.substr(0, tok.find('=')) + " is not supported: " + why);
+      }
       own->push_back(tok);
       if (tok.find('=') != std::string::npos) continue;
-      const bool is_long = tok.rfind("--", 0) == 0;
       const auto* opt = desc.find_nothrow(is_long ? tok.substr(2) : tok, false, false, false);
       if (opt && opt->semantic()->max_tokens() > 0 && i + 1 < argv.size()) {
         own->push_back(argv[++i]);
@@ -224,7 +253,21 @@ std::optional<T> First(const po::variables_map& vm, std::initializer_list<const 
   return std::nullopt;
 }
 
+// "--nproc_per_node": the first of `names` the command line gave, else the last (the flag whose
+// default applies), as a flag.
+std::string GivenName(const po::variables_map& vm, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (vm.count(n) && !vm[n].defaulted()) return std::string("--") + n;
+  }
+  return std::string("--") + *(names.end() - 1);
+}
+
 void CheckRdzvBackend(const std::string& backend) {
+  if (backend == "etcd" || backend == "etcd-v2") {
+    throw UsageError("--rdzv-backend " + backend +
+                     " is not supported: dlaunch's nodes meet at node 0's coordinator, not in "
+                     "etcd (give c10d or static, and --rdzv-endpoint NODE0:PORT)");
+  }
   if (backend != "static" && backend != "c10d") {
     throw UsageError("--rdzv-backend must be static or c10d (got '" + backend + "')");
   }
@@ -232,6 +275,14 @@ void CheckRdzvBackend(const std::string& backend) {
 
 void CheckMaxRestarts(int restarts) {
   if (restarts < 0) throw UsageError("--max-restarts must not be negative");
+}
+
+// torchrun's --monitor-interval: a number of seconds, which dlaunch does not need (exits are
+// events, not polled).
+void CheckMonitorInterval(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    throw UsageError("--monitor-interval must be a number of seconds, at least 0");
+  }
 }
 
 // The values checked only while the options are resolved, checked on their own: an error in one
@@ -242,14 +293,25 @@ void CheckValue(const po::variables_map& one) {
   if (auto r = First<int>(one, {"max-restarts", "max_restarts"})) CheckMaxRestarts(*r);
   if (one.count("nnodes")) ParseNnodes(one["nnodes"].as<std::string>(), &scratch);
   if (auto n = First<std::string>(one, {"nproc-per-node", "nproc_per_node", "nproc"})) {
-    ParseNproc(*n);
+    ParseNproc(*n, GivenName(one, {"nproc-per-node", "nproc_per_node", "nproc"}));
+  }
+  if (auto m = First<double>(one, {"monitor-interval", "monitor_interval"})) {
+    CheckMonitorInterval(*m);
+  }
+  for (const char* flag : {"redirects", "tee"}) {
+    if (one.count(flag)) ParseStdStreams(one[flag].as<std::string>(), std::string("--") + flag);
+  }
+  if (auto h = First<std::string>(one, {"event-log-handler", "event_log_handler"})) {
+    CheckEventLogHandler(*h);
+  }
+  if (auto t = First<double>(one, {"shutdown-timeout", "shutdown_timeout"})) {
+    ShutdownTimeout(*t);
   }
   if (auto c = First<std::string>(one, {"rdzv-conf", "rdzv_conf"})) ParseRdzvConf(*c, &scratch);
   if (auto m = First<std::string>(one, {"start-method", "start_method"})) {
     ParseStartMethod(*m, &scratch);
   }
-  if (auto f =
-          First<std::string>(one, {"ranks-filter", "local-ranks-filter", "local_ranks_filter"})) {
+  if (auto f = First<std::string>(one, {"local-ranks-filter", "local_ranks_filter"})) {
     ParseRankList(*f);
   }
 }
@@ -383,7 +445,8 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     o.command = Command::kVersion;
     return o;
   }
-  o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
+  o.nproc = ParseNproc(*First<std::string>(vm, {"nproc-per-node", "nproc_per_node", "nproc"}),
+                       GivenName(vm, {"nproc-per-node", "nproc_per_node", "nproc"}));
   o.nproc_given = given("nproc") || given("nproc-per-node") || given("nproc_per_node");
   ParseNnodes(vm["nnodes"].as<std::string>(), &o);
   o.nnodes_given = !vm["nnodes"].defaulted();
@@ -400,6 +463,28 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   }
   o.rdzv_endpoint = First<std::string>(vm, {"rdzv-endpoint", "rdzv_endpoint"}).value_or("");
   o.run_id = First<std::string>(vm, {"rdzv-id", "rdzv_id", "run-id"}).value_or("");
+  if (vm["standalone"].as<bool>()) {
+    // torchrun's --standalone: one node meeting on a free port, whatever the rendezvous flags say.
+    if (o.nnodes > 1) {
+      throw UsageError("--standalone is a job on one node: drop --nnodes " +
+                       vm["nnodes"].as<std::string>());
+    }
+    o.nnodes_given = true;  // a scheduler's node count does not apply either
+    std::string ignored;
+    auto ignore = [&](std::initializer_list<const char*> names) {
+      if (!First<std::string>(vm, names)) return;
+      ignored += (ignored.empty() ? "--" : ", --") + std::string(*names.begin());
+    };
+    ignore({"rdzv-backend", "rdzv_backend"});
+    ignore({"rdzv-endpoint", "rdzv_endpoint"});
+    ignore({"rdzv-id", "rdzv_id"});
+    if (!ignored.empty()) {
+      o.notes.push_back("--standalone: " + ignored +
+                        " ignored, as torchrun ignores them (the job meets on a free port)");
+    }
+    o.rdzv_endpoint.clear();
+    o.run_id = First<std::string>(vm, {"run-id"}).value_or("");
+  }
   if (o.run_id.find('/') != std::string::npos || o.run_id == "." || o.run_id == "..") {
     throw UsageError("--run-id must not contain '/'");
   }
@@ -408,19 +493,62 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.master_addr_given = vm.count("master-addr") || vm.count("master_addr");
   o.master_addr = First<std::string>(vm, {"master-addr", "master_addr"}).value_or("127.0.0.1");
   if (o.master_addr.empty()) throw UsageError("--master-addr needs an address");
+  if (auto local = First<std::string>(vm, {"local-addr", "local_addr"})) {
+    if (local->empty()) throw UsageError("--local-addr needs an address");
+    o.local_addr = *local;
+    if (!o.master_addr_given) o.master_addr = o.local_addr;  // node 0's; the others learn it
+  }
   o.master_port = First<int>(vm, {"master-port", "master_port"}).value_or(0);
   if (o.master_port < 0 || o.master_port > 65535) throw UsageError("--master-port out of range");
   o.max_restarts = *First<int>(vm, {"max_restarts", "max-restarts"});
   CheckMaxRestarts(o.max_restarts);
-  o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
+  const auto env_shutdown = env.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  if (given("grace-period")) {
+    o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
+  } else if (auto t = First<double>(vm, {"shutdown-timeout", "shutdown_timeout"})) {
+    o.grace_period = ShutdownTimeout(*t);
+  } else if (env_shutdown != env.end() && !env_shutdown->second.empty()) {
+    // torchrun's agent reads it when --shutdown-timeout is not given.
+    size_t used = 0;
+    double s = -1;
+    try {
+      s = std::stod(env_shutdown->second, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != env_shutdown->second.size() || !(s >= 0) || s > kMaxDurationSeconds) {
+      throw UsageError("TORCH_ELASTIC_SHUTDOWN_TIMEOUT must be a number of seconds (got '" +
+                       env_shutdown->second + "')");
+    }
+    o.grace_period = ShutdownTimeout(s);
+  } else {
+    o.grace_period = Seconds(vm["grace-period"].as<double>(), "--grace-period");
+  }
   o.signals_to_handle =
       ParseSignalList(*First<std::string>(vm, {"signals-to-handle", "signals_to_handle"}));
   o.log_dir = *First<std::string>(vm, {"log_dir", "log-dir"});
   if (o.log_dir.empty()) throw UsageError("--log-dir must not be empty");
   o.quiet = vm["quiet"].as<bool>();
-  if (auto f =
-          First<std::string>(vm, {"ranks-filter", "local-ranks-filter", "local_ranks_filter"})) {
-    o.ranks_filter = ParseRankList(*f);
+  if (auto f = First<std::string>(vm, {"ranks-filter"})) o.ranks_filter = ParseRankList(*f);
+  if (auto f = First<std::string>(vm, {"local-ranks-filter", "local_ranks_filter"})) {
+    o.local_ranks_filter = ParseRankList(*f);
+  }
+  if (vm.count("redirects")) {
+    o.redirects = ParseStdStreams(vm["redirects"].as<std::string>(), "--redirects");
+  }
+  if (vm.count("tee")) o.tee = ParseStdStreams(vm["tee"].as<std::string>(), "--tee");
+  o.log_line_prefix_template =
+      First<std::string>(vm, {"log-line-prefix-template", "log_line_prefix_template"}).value_or("");
+  if (auto f = First<std::string>(vm, {"duplicate-stdout-filters", "duplicate_stdout_filters"})) {
+    o.stdout_filters = ParseFilterList(*f);
+  }
+  if (auto f = First<std::string>(vm, {"duplicate-stderr-filters", "duplicate_stderr_filters"})) {
+    o.stderr_filters = ParseFilterList(*f);
+  }
+  if (auto h = First<std::string>(vm, {"event-log-handler", "event_log_handler"})) {
+    CheckEventLogHandler(*h);
+  }
+  if (auto m = First<double>(vm, {"monitor-interval", "monitor_interval"})) {
+    CheckMonitorInterval(*m);
   }
   o.nccl_debug = First<std::string>(vm, {"nccl-debug"}).value_or("");
   if (vm.count("nccl-debug")) {
@@ -447,10 +575,12 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.run_path = vm["run-path"].as<bool>() || vm["run_path"].as<bool>();
   o.python_agent = !vm["no-python-agent"].as<bool>();
   if (o.module && o.run_path) throw UsageError("-m and --run-path exclude each other");
-  if ((o.module || o.run_path) && o.no_python) {
-    throw UsageError(std::string(o.module ? "-m" : "--run-path") +
-                     " runs Python: drop --no-python");
+  if (o.run_path && o.no_python) {
+    // torchrun's help: --run-path takes precedence over --no-python.
+    o.notes.push_back("--no-python has no effect with --run-path, which runs the file in Python");
+    o.no_python = false;
   }
+  if (o.module && o.no_python) throw UsageError("-m runs Python: drop --no-python");
   o.heartbeat_interval = Seconds(vm["heartbeat-interval"].as<double>(), "--heartbeat-interval");
   // Every rank sends a heartbeat this often: faster than 100 a second is a flood, not liveness.
   if (vm["heartbeat-interval"].as<double>() < 0.01) {
@@ -510,11 +640,18 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     throw UsageError("--gpu-binding must be local-rank, isolate or none (got '" + o.gpu_binding +
                      "')");
   }
+  o.virtual_local_rank = vm["virtual-local-rank"].as<bool>() || vm["virtual_local_rank"].as<bool>();
+  if (o.virtual_local_rank && given("gpu-binding") && o.gpu_binding != "isolate") {
+    throw UsageError(
+        "--virtual-local-rank gives each rank its one GPU as device 0: drop "
+        "--gpu-binding " +
+        o.gpu_binding);
+  }
   o.numa_binding = First<std::string>(vm, {"numa-binding", "numa_binding"}).value_or("");
   if (o.numa_binding == "none") o.numa_binding.clear();
   if (!o.numa_binding.empty() && o.numa_binding != "node" && o.numa_binding != "socket" &&
-      o.numa_binding != "exclusive") {
-    throw UsageError("--numa-binding must be node, socket, exclusive or none (got '" +
+      o.numa_binding != "exclusive" && o.numa_binding != "core-complex") {
+    throw UsageError("--numa-binding must be node, socket, exclusive, core-complex or none (got '" +
                      o.numa_binding + "')");
   }
 

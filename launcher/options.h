@@ -26,6 +26,18 @@ enum class Command {
 // train and preflight: dlaunch's own rank program (dlaunch-worker), not the user's.
 inline bool IsBuiltin(Command c) { return c == Command::kTrain || c == Command::kPreflight; }
 
+// torchrun's -r/--redirects or -t/--tee value: "3" for every local rank, or "0:1,1:2" per local
+// rank (the others 0); the bits are 1 stdout, 2 stderr.
+struct StdStreams {
+  int all = 0;
+  std::map<int, int> by_local_rank;
+  int For(int local_rank) const {
+    if (by_local_rank.empty()) return all;
+    auto it = by_local_rank.find(local_rank);
+    return it == by_local_rank.end() ? 0 : it->second;
+  }
+};
+
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;
 
@@ -48,6 +60,8 @@ struct LaunchOptions {
   std::string rdzv_endpoint;
   std::string master_addr = "127.0.0.1";
   bool master_addr_given = false;
+  // --local-addr: this node's address; node 0's is the ranks' MASTER_ADDR unless --master-addr
+  std::string local_addr;
   int master_port = 0;  // 0: pick a free one
   std::string run_id;   // empty: generated
   std::string job_id;   // the scheduler's name of the job (a Slurm step), "" outside one
@@ -69,7 +83,14 @@ struct LaunchOptions {
   std::string metrics_addr = "127.0.0.1";
   int max_restarts = 0;
   bool quiet = false;
-  std::vector<int> ranks_filter;  // empty: every rank on the console
+  std::vector<int> ranks_filter;        // empty: every rank on the console
+  std::vector<int> local_ranks_filter;  // torchrun's, by local rank; empty: every one
+  // -r/--redirects, -t/--tee: a redirected stream that is not tee'd stays off the console (every
+  // stream always goes to its log).
+  StdStreams redirects, tee;
+  std::string log_line_prefix_template;  // "" = TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, if set
+  // --duplicate-std{out,err}-filters: lines holding any of these also go to filtered_*.log
+  std::vector<std::string> stdout_filters, stderr_filters;
   std::string nccl_debug;
   std::string nccl_socket_ifname;
   std::vector<std::pair<std::string, std::string>> env;  // --env KEY=VAL, in order
@@ -82,7 +103,9 @@ struct LaunchOptions {
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
   std::string gpu_binding = "local-rank";  // local-rank | isolate | none
-  std::string numa_binding;                // "" (none) | node | socket | exclusive
+  // --virtual-local-rank: every rank's LOCAL_RANK is 0, its CUDA_VISIBLE_DEVICES its one GPU
+  bool virtual_local_rank = false;
+  std::string numa_binding;            // "" (none) | node | socket | exclusive | core-complex
   std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
   // --run-dir-mode: the run directory's permission bits; files get the same without execute.
   // Rank logs can hold secrets (a printed environment holds the job token): private by default.

@@ -27,7 +27,85 @@ constexpr IgnoredRdzvKey kIgnoredRdzvKeys[] = {
     {"store_type", "dlaunch's coordinator is a gRPC service, not a TCPStore"},
 };
 
+// torchrun's flags dlaunch refuses whatever their value, and why.
+struct RefusedFlag {
+  const char* name;
+  const char* why;
+};
+constexpr RefusedFlag kRefusedFlags[] = {
+    {"logs-specs",
+     "it loads a Python LogsSpecs class from torchrun's entry points; dlaunch's logs are its run "
+     "directory (rank<R>/stdout.log and stderr.log under --log-dir)"},
+    {"print-completion",
+     "it prints torchrun's shell completion script (made by Python's shtab); dlaunch has none"},
+};
+
 }  // namespace
+
+const char* RefusedTorchrunFlag(const std::string& name) {
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  for (const RefusedFlag& f : kRefusedFlags) {
+    if (dashed == f.name) return f.why;
+  }
+  return nullptr;
+}
+
+StdStreams ParseStdStreams(const std::string& text, const std::string& flag) {
+  auto bits = [](const std::string& v) {
+    return v.size() == 1 && v[0] >= '0' && v[0] <= '3' ? v[0] - '0' : -1;
+  };
+  StdStreams s;
+  if (text.find(':') == std::string::npos) {
+    s.all = bits(text);
+    if (s.all >= 0) return s;
+  } else {
+    std::stringstream in(text);
+    bool ok = text.back() != ',';
+    for (std::string item; ok && std::getline(in, item, ',');) {
+      const size_t colon = item.find(':');
+      const std::string rank = item.substr(0, colon);
+      const int b = colon == std::string::npos ? -1 : bits(item.substr(colon + 1));
+      ok = b >= 0 && !rank.empty() && rank.size() <= 4 &&
+           rank.find_first_not_of("0123456789") == std::string::npos;
+      if (ok) s.by_local_rank[std::stoi(rank)] = b;
+    }
+    if (ok) return s;
+  }
+  throw UsageError(flag + " must be 0-3 for every local rank or LOCAL:0-3,... per local rank " +
+                   "(1 stdout, 2 stderr, 3 both; got '" + text + "')");
+}
+
+std::vector<std::string> ParseFilterList(const std::string& text) {
+  std::vector<std::string> filters;
+  std::string current;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != ',') {
+      current += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      current += ',';  // ",," is a comma inside a filter
+      ++i;
+    } else {
+      if (!current.empty()) filters.push_back(current);
+      current.clear();
+    }
+  }
+  return filters;
+}
+
+void CheckEventLogHandler(const std::string& name) {
+  if (name == "null" || name == "dynamic_rendezvous") return;
+  if (name == "console") {
+    throw UsageError(
+        "--event-log-handler console: torchrun's handler prints its agent's Python event "
+        "records, which dlaunch has not; dlaunch writes its job events as JSON lines with "
+        "--events-file FILE (/dev/stderr for the console)");
+  }
+  throw UsageError(
+      "--event-log-handler must be null or dynamic_rendezvous, torchrun's no-op "
+      "handlers (got '" +
+      name + "')");
+}
 
 void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
   std::stringstream in(text);

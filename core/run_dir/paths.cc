@@ -36,6 +36,8 @@ std::string BaseName(const std::string& path) {
 
 std::string RankDir::stdout_log() const { return Join(path_, "stdout.log"); }
 std::string RankDir::stderr_log() const { return Join(path_, "stderr.log"); }
+std::string RankDir::filtered_stdout_log() const { return Join(path_, "filtered_stdout.log"); }
+std::string RankDir::filtered_stderr_log() const { return Join(path_, "filtered_stderr.log"); }
 std::string RankDir::events() const { return Join(path_, "events.jsonl"); }
 std::string RankDir::flight() const { return Join(path_, "flight.json"); }
 std::string RankDir::hang_test_flight() const { return Join(path_, "flight-hang-test.json"); }

@@ -8,6 +8,7 @@
 //   <run-dir>/attempt<N>/  an earlier attempt's (or an earlier run's) rank<R>/ and reports
 //   <run-dir>/rank<R>/stdout.log stderr.log events.jsonl flight.json error.json stacks.txt
 //                     nccl.log torch_error.json flight-hang-test.json
+//                     filtered_stdout.log filtered_stderr.log (--duplicate-*-filters)
 //                     all_reduce_perf.txt ... (rank 0 of preflight: one op's table each)
 //                     heartbeat.json dump_request py_stacks.txt flight_tail.jsonl torch_trace_<R>
 //                     agent_error.txt (Python ranks)
@@ -41,6 +42,10 @@ class RankDir {
   std::string stacks() const;       // stacks.txt, native stacks the launcher took
   std::string nccl_log() const;     // nccl.log, NCCL_DEBUG_FILE when --nccl-debug is given
   std::string torch_error() const;  // torch_error.json, TORCHELASTIC_ERROR_FILE for Python ranks
+  // filtered_stdout.log, filtered_stderr.log: the lines holding one of torchrun's
+  // --duplicate-std{out,err}-filters, when given
+  std::string filtered_stdout_log() const;
+  std::string filtered_stderr_log() const;
 
   // Python ranks' agent (docs/run-directory.md, "Python ranks").
   std::string heartbeat() const;     // heartbeat.json, rewritten by the agent every interval

@@ -183,6 +183,7 @@ PlacementRequest PlacementRequestFor(const LaunchOptions& o, const EnvMap& env) 
   PlacementRequest req;
   req.gpu_binding = o.gpu_binding;
   req.numa_binding = o.numa_binding;
+  req.virtual_local_rank = o.virtual_local_rank;
   req.nproc = o.nproc;
   const NodeShare share = AgentShareOfNode(env);
   req.share_index = share.index;
@@ -227,6 +228,14 @@ const std::vector<PetOption>& PetOptions() {
       {"PET_NUMA_BINDING", {"numa-binding", "numa_binding"}},
       {"PET_ROLE", {"role"}},
       {"PET_START_METHOD", {"start-method", "start_method"}},
+      {"PET_EVENT_LOG_HANDLER", {"event-log-handler", "event_log_handler"}},
+      {"PET_LOG_LINE_PREFIX_TEMPLATE", {"log-line-prefix-template", "log_line_prefix_template"}},
+      {"PET_DUPLICATE_STDOUT_FILTERS", {"duplicate-stdout-filters", "duplicate_stdout_filters"}},
+      {"PET_DUPLICATE_STDERR_FILTERS", {"duplicate-stderr-filters", "duplicate_stderr_filters"}},
+      {"PET_LOCAL_ADDR", {"local-addr", "local_addr"}},
+      {"PET_SIGNALS_TO_HANDLE", {"signals-to-handle", "signals_to_handle"}},
+      {"PET_SHUTDOWN_TIMEOUT", {"shutdown-timeout", "shutdown_timeout", "grace-period"}},
+      {"PET_VIRTUAL_LOCAL_RANK", {"virtual-local-rank", "virtual_local_rank"}, true},
   };
   return kOptions;
 }

@@ -79,6 +79,13 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o) {
   so.grace_period = o.grace_period;
   so.quiet = o.quiet;
   so.console_ranks = {o.ranks_filter.begin(), o.ranks_filter.end()};
+  so.console_local_ranks = {o.local_ranks_filter.begin(), o.local_ranks_filter.end()};
+  for (int local = 0; local < o.nproc; ++local) {
+    // torchrun's -r keeps a stream off the console; -t brings it back.
+    if (const int off = o.redirects.For(local) & ~o.tee.For(local)) so.off_console[local] = off;
+  }
+  so.stdout_filters = o.stdout_filters;
+  so.stderr_filters = o.stderr_filters;
   if (BuiltinPrintsDocument(o)) so.document_rank = 0;
   return so;
 }

@@ -111,7 +111,8 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
 std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, int restarts) const {
   auto v = common_;
   v["RANK"] = v["ROLE_RANK"] = std::to_string(slot.rank);
-  v["LOCAL_RANK"] = std::to_string(slot.local_rank);
+  // --virtual-local-rank: the rank's one GPU is its device 0 (placement.h sets which).
+  v["LOCAL_RANK"] = options_.virtual_local_rank ? "0" : std::to_string(slot.local_rank);
   // Each rank gets its own rank token: it admits that rank's calls, never another rank's nor a
   // node's (credentials.h).
   v["DLAUNCH_JOB_TOKEN"] = node_.token.empty() ? "" : RankToken(node_.token, slot.rank);
@@ -122,10 +123,12 @@ std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, i
 }
 
 std::string JobPlan::ConsolePrefix(const RankSlot& slot, const std::string& host) const {
+  std::string tmpl = options_.log_line_prefix_template;
   if (auto it = launcher_env_.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
-      it != launcher_env_.end() && !it->second.empty()) {
-    return ExpandLinePrefix(it->second, options_.role, slot.rank, slot.local_rank);
+      tmpl.empty() && it != launcher_env_.end()) {
+    tmpl = it->second;
   }
+  if (!tmpl.empty()) return ExpandLinePrefix(tmpl, options_.role, slot.rank, slot.local_rank, host);
   std::string prefix = "[";
   if (multi_node()) prefix += host + " ";
   if (options_.role_given) prefix += options_.role + " ";

@@ -94,9 +94,10 @@ class JobPlan {
   // The whole environment of that rank: launcher_env with JobVariables over it, KEY=VAL.
   std::vector<std::string> RankEnvironment(const RankSlot& slot, int restarts) const;
   const std::vector<std::string>& argv() const { return argv_; }
-  // The console prefix of `slot`'s output lines: torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
-  // (${role_name}, ${rank}, ${local_rank}) from launcher_env when set, else "[rank R] ", with
-  // --role's name and, when the job spans nodes, `host` in front: "[host trainer rank R] ".
+  // The console prefix of `slot`'s output lines: torchrun's --log-line-prefix-template, else its
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE from launcher_env (${role_name}, ${rank},
+  // ${local_rank}, ${hostname}: `host`), else "[rank R] ", with --role's name and, when the job
+  // spans nodes, `host` in front: "[host trainer rank R] ".
   std::string ConsolePrefix(const RankSlot& slot, const std::string& host) const;
   // Whether every rank should load the Python rank agent: a Python entry (not a built-in), an
   // agent folder found, and neither --no-python-agent nor DLAUNCH_PYTHON_AGENT=0.

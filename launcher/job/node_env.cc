@@ -175,7 +175,7 @@ void ApplySingleNodeEndpoint(LaunchOptions* o) {
     }
     o->master_port = port;
   }
-  if (o->master_addr_given) return;
+  if (o->master_addr_given || !o->local_addr.empty()) return;  // --local-addr is MASTER_ADDR
   if (IsLocalAddress(host)) {
     o->master_addr = host;
   } else {

@@ -48,10 +48,11 @@ std::string PrefixLines(const std::string& prefix, const std::vector<std::string
 std::string DefaultLinePrefix(int rank) { return "[rank " + std::to_string(rank) + "] "; }
 
 std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role_name, int rank,
-                             int local_rank) {
+                             int local_rank, const std::string& hostname) {
   const std::map<std::string, std::string> values = {{"role_name", role_name},
                                                      {"rank", std::to_string(rank)},
-                                                     {"local_rank", std::to_string(local_rank)}};
+                                                     {"local_rank", std::to_string(local_rank)},
+                                                     {"hostname", hostname}};
   // string.Template's identifiers: [_a-z][_a-z0-9]*, ASCII, either case.
   auto ident_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
   auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };

@@ -30,11 +30,11 @@ std::string PrefixLines(const std::string& prefix, const std::vector<std::string
 std::string DefaultLinePrefix(int rank);
 
 // torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with Python's string.Template.safe_substitute:
-// ${role_name} or $role_name, ${rank}, ${local_rank} are replaced, "$$" is "$", anything else
-// stays as written. The result is the whole prefix, as torchrun prints it ("[${rank}]:" gives
-// "[3]:line"). Pure.
+// ${role_name} or $role_name, ${rank}, ${local_rank}, ${hostname} are replaced, "$$" is "$",
+// anything else stays as written. The result is the whole prefix, as torchrun prints it
+// ("[${rank}]:" gives "[3]:line"). Pure.
 std::string ExpandLinePrefix(const std::string& tmpl, const std::string& role_name, int rank,
-                             int local_rank);
+                             int local_rank, const std::string& hostname = "");
 
 // Writes all of `data` to fd, retrying short writes and EINTR. Returns false on error.
 bool WriteAll(int fd, std::string_view data);

@@ -158,6 +158,23 @@ std::vector<int> ExclusiveCpus(const Topology& m, const std::vector<int>& slot_n
   return cpus;
 }
 
+// torchrun's core-complex: the CPUs of one last-level cache (an AMD CCX) on the slot's NUMA
+// node, the node's slots taking its caches in turn, those with the most CPUs first.
+std::vector<int> CoreComplexCpus(const Topology& m, const std::vector<int>& slot_numa, int slot) {
+  const int numa = slot_numa[slot];
+  std::map<int, std::vector<int>> by_cache;  // unknown caches: one group, the node's CPUs
+  for (int c : NodeCpus(m, numa)) {
+    auto it = m.cpu_llc.find(c);
+    by_cache[it == m.cpu_llc.end() ? -1 : it->second].push_back(c);
+  }
+  std::vector<std::vector<int>> groups;
+  for (auto& cache : by_cache) groups.push_back(std::move(cache.second));
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  const auto position = std::count(slot_numa.begin(), slot_numa.begin() + slot, numa);
+  return groups[position % groups.size()];
+}
+
 // NAME=value in `env`: replaces NAME's entry in place (unless `keep_given` and it has a value),
 // else adds one at the end.
 void SetEnv(std::vector<std::string>* env, const std::string& name, const std::string& value,
@@ -226,6 +243,22 @@ Topology ReadTopology(const std::string& sysfs) {
     const fs::path topo = root / "devices/system/cpu" / ("cpu" + std::to_string(c)) / "topology";
     m.cpu_socket[c] = ReadInt(topo / "physical_package_id", 0);
     m.cpu_core[c] = ReadInt(topo / "core_id", c);
+    // The highest cache level is the last-level cache; the CPUs sharing it, its core complex.
+    int level = 0;
+    const fs::path caches = root / "devices/system/cpu" / ("cpu" + std::to_string(c)) / "cache";
+    for (auto it = fs::directory_iterator(caches, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      const int l = ReadInt(it->path() / "level", 0);
+      if (l <= level) continue;
+      try {
+        const auto shared = ParseCpuList(ReadLine(it->path() / "shared_cpu_list"));
+        if (shared.empty()) continue;
+        m.cpu_llc[c] = *std::min_element(shared.begin(), shared.end());
+        level = l;
+      } catch (const UsageError&) {
+      }
+    }
+    ec.clear();
   }
   // NVIDIA display and 3D controllers in PCI bus order, nvidia-smi's numbering (and CUDA's
   // with CUDA_DEVICE_ORDER=PCI_BUS_ID); sysfs has them also where /proc/driver/nvidia is hidden.
@@ -250,10 +283,14 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     for (size_t g = 0; g < m.gpu_numa.size(); ++g) visible.push_back(std::to_string(g));
   }
   const auto mine = AgentGpus(visible, req.nproc, req.share_index, req.share_count);
-  if (req.gpu_binding == "isolate" && static_cast<int>(mine.size()) < req.nproc) {
-    throw UsageError("--gpu-binding isolate needs a GPU per rank: " + std::to_string(req.nproc) +
-                     " ranks, " + std::to_string(mine.size()) + " GPU" +
-                     (mine.size() == 1 ? "" : "s") + " for this launcher");
+  const bool isolate = req.gpu_binding == "isolate" || req.virtual_local_rank;
+  if (isolate && static_cast<int>(mine.size()) < req.nproc &&
+      !(req.virtual_local_rank && mine.empty())) {
+    throw UsageError(
+        std::string(req.virtual_local_rank ? "--virtual-local-rank" : "--gpu-binding isolate") +
+        " needs a GPU per rank: " + std::to_string(req.nproc) + " ranks, " +
+        std::to_string(mine.size()) + " GPU" + (mine.size() == 1 ? "" : "s") +
+        " for this launcher");
   }
   // A launcher someone already bound to part of the machine (mpirun's --bind-to, Slurm's
   // --cpu-bind) has its own CPUs: its ranks split those, not the machine's with the others.
@@ -266,18 +303,24 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
   }
   const std::vector<int> slot_numa =
       req.numa_binding.empty() ? std::vector<int>{} : SlotNuma(cpu_req, m, visible);
-  // The CPU set of every slot on the machine, where ranks of node or socket binding share one.
+  // The CPU set of every slot on the machine, where ranks of node, socket or core-complex binding
+  // share one.
   std::vector<std::vector<int>> shared_sets;
-  if (req.numa_binding == "node" || req.numa_binding == "socket") {
-    for (int numa : slot_numa)
-      shared_sets.push_back(req.numa_binding == "node" ? NodeCpus(m, numa) : SocketCpus(m, numa));
+  if (req.numa_binding != "exclusive") {
+    for (size_t slot = 0; slot < slot_numa.size(); ++slot) {
+      const int numa = slot_numa[slot];
+      shared_sets.push_back(req.numa_binding == "node"     ? NodeCpus(m, numa)
+                            : req.numa_binding == "socket" ? SocketCpus(m, numa)
+                                                           : CoreComplexCpus(m, slot_numa, slot));
+    }
   }
   std::vector<RankPlacement> out(req.nproc);
   for (int r = 0; r < req.nproc; ++r) {
     RankPlacement& p = out[r];
     if (!mine.empty()) p.gpu = GpuIndex(mine[r % mine.size()], m.gpu_numa.size());
-    if (req.gpu_binding == "isolate") {
-      p.cuda_visible_devices = mine[r];
+    if (isolate) {
+      // --virtual-local-rank on a machine without GPUs: torchrun's index all the same.
+      p.cuda_visible_devices = mine.empty() ? std::to_string(r) : mine[r];
     } else if (req.gpu_binding == "local-rank" && mine != visible) {
       p.cuda_visible_devices = Join(mine);  // LOCAL_RANK indexes this launcher's part
     }

@@ -18,6 +18,8 @@ struct Topology {
   std::map<int, std::vector<int>> numa_cpus;  // NUMA node -> its CPUs
   std::map<int, int> cpu_socket;              // CPU -> physical package
   std::map<int, int> cpu_core;                // CPU -> core id within its package
+  // CPU -> the lowest CPU sharing its last-level cache (its core complex); absent: unknown
+  std::map<int, int> cpu_llc;
   std::vector<int> gpu_numa;  // per GPU in PCI bus order (nvidia-smi's): NUMA node, -1 unknown
 };
 
@@ -27,7 +29,10 @@ Topology ReadTopology(const std::string& sysfs = "/sys");
 
 struct PlacementRequest {
   std::string gpu_binding = "local-rank";  // local-rank | isolate | none
-  std::string numa_binding;                // "" | node | socket | exclusive
+  std::string numa_binding;                // "" | node | socket | exclusive | core-complex
+  // torchrun's --virtual-local-rank: each rank's CUDA_VISIBLE_DEVICES is its one GPU, as isolate
+  // (its local rank's index where the machine shows none, as torchrun)
+  bool virtual_local_rank = false;
   int nproc = 1;
   // This launcher among the launchers on the machine (srun -n2 on one node, mpirun): each gets
   // its own share of the GPUs and, for exclusive, of the cores.
@@ -46,7 +51,8 @@ struct RankPlacement {
 };
 
 // One entry per local rank. Throws UsageError for a binding the machine cannot give (isolate
-// with fewer GPUs than ranks, exclusive with fewer cores than ranks on a NUMA node).
+// or --virtual-local-rank with fewer GPUs than ranks, exclusive with fewer cores than ranks on a
+// NUMA node).
 std::vector<RankPlacement> PlanPlacement(const PlacementRequest& request, const Topology& machine);
 
 // "local rank 0: CUDA_VISIBLE_DEVICES=0 CPUs 0-11; local rank 1: ..." for the console.

@@ -84,6 +84,9 @@ struct Stream {
   int log_errno = 0;     // why the log was cut short; 0 while it is whole
   LineSplitter lines;
   bool is_err = false;
+  bool console = false;                               // its lines go to the console
+  const std::vector<std::string>* filters = nullptr;  // --duplicate-*-filters, when given
+  base::UniqueFd filtered;                            // their file
 };
 
 // "rank1/stdout.log" of "<run dir>/rank1" and "stdout.log".
@@ -99,7 +102,6 @@ struct Rank {
   RankOutcome outcome;
   Stream out, err;
   LineSplitter agent_lines;  // of the agent's pipe
-  bool console = false;
   bool running() const { return proc.pid > 0 && !outcome.exited; }
 };
 
@@ -192,8 +194,22 @@ class Supervisor::Attempt {
     Rank& r = ranks_[i];
     const RankSpec& spec = *r.spec;
     const SupervisorOptions& o = sup_.options_;
-    r.console = !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank));
+    const bool console =
+        !o.quiet && (o.console_ranks.empty() || o.console_ranks.count(spec.rank)) &&
+        (o.console_local_ranks.empty() || o.console_local_ranks.count(spec.local_rank));
+    const auto off = o.off_console.find(spec.local_rank);
+    const int off_bits = off == o.off_console.end() ? 0 : off->second;
+    r.out.console = console && !(off_bits & 1);
+    r.err.console = console && !(off_bits & 2);
     const rundir::RankDir dir(spec.rank_dir);
+    if (!o.stdout_filters.empty()) {
+      r.out.filters = &o.stdout_filters;
+      r.out.filtered = OpenLog(dir.filtered_stdout_log());
+    }
+    if (!o.stderr_filters.empty()) {
+      r.err.filters = &o.stderr_filters;
+      r.err.filtered = OpenLog(dir.filtered_stderr_log());
+    }
     r.out.log = OpenLog(dir.stdout_log());
     r.err.log = OpenLog(dir.stderr_log());
     r.out.log_name = LogName(dir.stdout_log());
@@ -294,7 +310,8 @@ class Supervisor::Attempt {
     if (!lines.empty()) {
       sup_.TouchLive(i);
       if (s.is_err) KeepTail(lines, &r.outcome.stderr_tail);
-      if (r.console) {
+      if (s.filters) Duplicate(s, lines);
+      if (s.console) {
         const SupervisorOptions& o = sup_.options_;
         const bool to_err = s.is_err || o.document_rank >= 0;
         const std::string& prefix = r.spec->console_prefix;
@@ -331,6 +348,19 @@ class Supervisor::Attempt {
       Unwatch(pipe.get());
       pipe.reset();
     }
+  }
+
+  // The lines holding one of the stream's filters, to its filtered log (best effort: the whole
+  // output is in the stream's own log).
+  static void Duplicate(const Stream& s, const std::vector<std::string>& lines) {
+    std::vector<std::string> picked;
+    for (const std::string& l : lines) {
+      if (std::any_of(s.filters->begin(), s.filters->end(),
+                      [&](const std::string& f) { return l.find(f) != std::string::npos; })) {
+        picked.push_back(l);
+      }
+    }
+    if (!picked.empty() && s.filtered) WriteAll(s.filtered.get(), PrefixLines("", picked));
   }
 
   // The last lines of a rank's stderr, each cut to kTailLineBytes.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -65,7 +66,13 @@ struct SupervisorOptions {
   std::chrono::milliseconds grace_period{30000};
   std::chrono::milliseconds tick{250};
   bool quiet = false;
-  std::set<int> console_ranks;  // empty: all
+  std::set<int> console_ranks;        // empty: all
+  std::set<int> console_local_ranks;  // torchrun's --local-ranks-filter; empty: all
+  // torchrun's -r without -t: local rank -> its streams (1 stdout, 2 stderr) kept off the console
+  std::map<int, int> off_console;
+  // torchrun's --duplicate-std{out,err}-filters: lines holding one of them are also written to
+  // rank<R>/filtered_std{out,err}.log
+  std::vector<std::string> stdout_filters, stderr_filters;
   int console_out = 1;
   int console_err = 2;
   // The rank whose stdout is a document (preflight --json/--csv): its stdout bytes go to

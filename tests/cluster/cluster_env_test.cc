@@ -237,8 +237,23 @@ TEST(KubeflowTest, EveryPetVariableSetsItsOption) {
                       {"PET_TEE", "3"},
                       {"PET_NUMA_BINDING", "node"},
                       {"PET_ROLE", "trainer"},
-                      {"PET_START_METHOD", "spawn"}};
+                      {"PET_START_METHOD", "spawn"},
+                      {"PET_LOCAL_ADDR", "10.0.0.7"},
+                      {"PET_SHUTDOWN_TIMEOUT", "9"},
+                      {"PET_VIRTUAL_LOCAL_RANK", "1"},
+                      {"PET_LOG_LINE_PREFIX_TEMPLATE", "${rank}: "},
+                      {"PET_DUPLICATE_STDOUT_FILTERS", "loss"},
+                      {"PET_EVENT_LOG_HANDLER", "null"},
+                      {"PET_SIGNALS_TO_HANDLE", "SIGTERM,SIGUSR1"}};
   LaunchOptions o = ParseCommandLine({"prog"}, env);
+  EXPECT_EQ(o.local_addr, "10.0.0.7");
+  EXPECT_EQ(o.grace_period, std::chrono::seconds(9));
+  EXPECT_TRUE(o.virtual_local_rank);
+  EXPECT_EQ(o.log_line_prefix_template, "${rank}: ");
+  EXPECT_EQ(o.stdout_filters, std::vector<std::string>{"loss"});
+  EXPECT_EQ(o.signals_to_handle.size(), 2u);
+  EXPECT_EQ(o.redirects.For(0), 3);
+  EXPECT_EQ(o.tee.For(0), 3);
   EXPECT_EQ(o.role, "trainer");
   EXPECT_EQ(o.nproc, 3);
   EXPECT_TRUE(o.nproc_given);
@@ -248,7 +263,7 @@ TEST(KubeflowTest, EveryPetVariableSetsItsOption) {
   EXPECT_EQ(o.run_id, "job-42");
   EXPECT_EQ(o.max_restarts, 3);
   EXPECT_EQ(o.log_dir, "/tmp/logs");
-  EXPECT_EQ(o.ranks_filter, std::vector<int>{0});
+  EXPECT_EQ(o.local_ranks_filter, std::vector<int>{0});  // torchrun's: by local rank
   EXPECT_TRUE(o.no_python);
   EXPECT_EQ(o.numa_binding, "node");
 }
@@ -298,7 +313,11 @@ TEST(KubeflowTest, BadValuesNameTheVariable) {
                                                         {"PET_RDZV_CONF", "bogus=1"},
                                                         {"PET_START_METHOD", "thread"},
                                                         {"PET_LOCAL_RANKS_FILTER", "x"},
-                                                        {"PET_MAX_RESTARTS", "-1"}}) {
+                                                        {"PET_MAX_RESTARTS", "-1"},
+                                                        {"PET_TEE", "9"},
+                                                        {"PET_SHUTDOWN_TIMEOUT", "soon"},
+                                                        {"PET_EVENT_LOG_HANDLER", "console"},
+                                                        {"PET_MONITOR_INTERVAL", "-1"}}) {
     try {
       ParseCommandLine({"prog"}, {{key, value}});
       ADD_FAILURE() << key << "=" << value << " accepted";
@@ -324,7 +343,9 @@ TEST(PlacementOptionsTest, ModesAndBadValues) {
   EXPECT_EQ(o.numa_binding, "socket");
   EXPECT_EQ(ParseCommandLine({"--numa-binding", "none", "prog"}, {}).numa_binding, "");
   EXPECT_THROW(ParseCommandLine({"--gpu-binding", "all", "prog"}, {}), UsageError);
-  EXPECT_THROW(ParseCommandLine({"--numa-binding", "core-complex", "prog"}, {}), UsageError);
+  EXPECT_EQ(ParseCommandLine({"--numa-binding", "core-complex", "prog"}, {}).numa_binding,
+            "core-complex");  // torchrun 2.15's
+  EXPECT_THROW(ParseCommandLine({"--numa-binding", "l3", "prog"}, {}), UsageError);
 }
 
 }  // namespace

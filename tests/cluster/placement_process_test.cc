@@ -112,7 +112,7 @@ TEST_F(PlacementProcessTest, ABindingTheMachineCannotGiveIsAUsageError) {
             std::string::npos)
       << l.err_text();
   EXPECT_TRUE(CpusByRank(l.out_lines).empty()) << "a rank started";
-  Launched bad(Argv({"--numa-binding", "core-complex"}));
+  Launched bad(Argv({"--numa-binding", "l3"}));
   EXPECT_EQ(bad.Wait(seconds(30)), 2);
   EXPECT_NE(bad.err_text().find("--numa-binding must be"), std::string::npos) << bad.err_text();
 }

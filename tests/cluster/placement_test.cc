@@ -115,6 +115,54 @@ TEST(PlacementTest, ExclusiveSplitsTheNumaNodesCoresWithTheirThreads) {
   EXPECT_EQ(q[0].cpus, (std::vector<int>{4, 12}));
 }
 
+// torchrun's core-complex: each rank one last-level cache's CPUs of its GPU's NUMA node, the
+// node's ranks taking its caches in turn; unknown caches are the whole node.
+TEST(PlacementTest, CoreComplexGivesEachRankALastLevelCache) {
+  Topology m = TwoSocketMachine();
+  // Two caches per node, of two cores each: {0,1,8,9} {2,3,10,11} | {4,5,12,13} {6,7,14,15}.
+  for (int c = 0; c < 16; ++c) m.cpu_llc[c] = (c % 8) / 2 * 2;
+  auto p = PlanPlacement(Request(8, "local-rank", "core-complex"), m);
+  EXPECT_EQ(p[0].cpus, (std::vector<int>{0, 1, 8, 9}));
+  EXPECT_EQ(p[1].cpus, (std::vector<int>{2, 3, 10, 11}));
+  EXPECT_EQ(p[2].cpus, p[0].cpus);  // more ranks than caches: they share in turn
+  EXPECT_EQ(p[4].cpus, (std::vector<int>{4, 5, 12, 13}));
+  EXPECT_EQ(p[7].cpus, (std::vector<int>{6, 7, 14, 15}));
+  EXPECT_EQ(p[0].threads, 1);  // two cores, two ranks
+  // The cache with the most usable CPUs comes first.
+  m.allowed_cpus = {0, 2, 3, 10};
+  m.gpu_numa = {0};
+  p = PlanPlacement(Request(1, "local-rank", "core-complex"), m);
+  EXPECT_EQ(p[0].cpus, (std::vector<int>{2, 3, 10}));
+  m = TwoSocketMachine();  // no cache known
+  p = PlanPlacement(Request(1, "local-rank", "core-complex"), m);
+  EXPECT_EQ(p[0].cpus, m.numa_cpus.at(0));
+}
+
+// torchrun's --virtual-local-rank: every rank's one GPU, as isolate; without any GPU its local
+// rank's index all the same, as torchrun does.
+TEST(PlacementTest, VirtualLocalRankGivesEachRankItsOneGpu) {
+  PlacementRequest r = Request(2);
+  r.virtual_local_rank = true;
+  r.cuda_visible_devices = "3,5";
+  auto p = PlanPlacement(r, TwoSocketMachine());
+  EXPECT_EQ(p[0].cuda_visible_devices.value_or(""), "3");
+  EXPECT_EQ(p[1].cuda_visible_devices.value_or(""), "5");
+  Topology cpu_only = TwoSocketMachine();
+  cpu_only.gpu_numa.clear();
+  r.cuda_visible_devices.reset();
+  p = PlanPlacement(r, cpu_only);
+  EXPECT_EQ(p[1].cuda_visible_devices.value_or(""), "1");
+  r.nproc = 9;
+  try {
+    PlanPlacement(r, TwoSocketMachine());
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--virtual-local-rank needs a GPU per rank"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PlacementTest, ALauncherBoundAlreadySplitsOnlyItsOwnCpus) {
   Topology m = TwoSocketMachine();
   m.gpu_numa.clear();

@@ -97,6 +97,26 @@ TEST_F(TopologyTest, EachLocalRankGetsItsGpuAndThatGpusNumaCpus) {
   EXPECT_EQ(iso[1].cuda_visible_devices, "1");
 }
 
+// Each CPU's last-level cache is the highest level of its cache folders, named by the lowest CPU
+// sharing it (an AMD CCX), for --numa-binding core-complex.
+TEST_F(TopologyTest, LastLevelCachesAreReadFromEachCpusCacheFolders) {
+  TwoNodes();
+  const size_t half = cpus_.size() / 2;
+  std::vector<int> lo(cpus_.begin(), cpus_.begin() + half), hi(cpus_.begin() + half, cpus_.end());
+  for (size_t i = 0; i < cpus_.size(); ++i) {
+    const std::string cache = "devices/system/cpu/cpu" + std::to_string(cpus_[i]) + "/cache/";
+    Write(cache + "index0/level", "1");
+    Write(cache + "index0/shared_cpu_list", std::to_string(cpus_[i]));
+    Write(cache + "index3/level", "3");
+    Write(cache + "index3/shared_cpu_list", FormatCpuList(i < half ? lo : hi));
+    Write(cache + "uevent", "");  // not a cache folder
+  }
+  const Topology m = ReadTopology(root_.string());
+  ASSERT_EQ(m.cpu_llc.size(), cpus_.size());
+  EXPECT_EQ(m.cpu_llc.at(cpus_.front()), cpus_.front());
+  EXPECT_EQ(m.cpu_llc.at(cpus_.back()), hi.front());
+}
+
 TEST_F(TopologyTest, AMachineWithoutNumaOrPciFoldersHasNoGpusAndPlacesNothing) {
   fs::create_directories(root_);
   const Topology m = ReadTopology(root_.string());

@@ -225,6 +225,25 @@ TEST(JobPlanTest, RoleNameAndConsolePrefix) {
   JobPlan blank =
       Plan(Options(1), NodeRoleKind::kSingleNode, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", ""}});
   EXPECT_EQ(blank.ConsolePrefix(blank.ranks()[0], "h"), "[rank 0] ");
+  // --log-line-prefix-template wins over the variable, as torchrun's flag does.
+  o.log_line_prefix_template = "${hostname}/${rank}: ";
+  JobPlan flag = Plan(o, NodeRoleKind::kJoiningNode,
+                      {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]:"}});
+  EXPECT_EQ(flag.ConsolePrefix(flag.ranks()[1], "gpu07"), "gpu07/3: ");
+}
+
+// --virtual-local-rank: every rank's LOCAL_RANK is 0 (its one GPU is device 0); the console
+// prefix and the rank folders keep the real local rank.
+TEST(JobPlanTest, VirtualLocalRankIsZeroForEveryRank) {
+  LaunchOptions o = Options(3);
+  o.virtual_local_rank = true;
+  o.log_line_prefix_template = "${local_rank}: ";
+  JobPlan plan = Plan(o);
+  for (const auto& slot : plan.ranks()) {
+    EXPECT_EQ(plan.JobVariables(slot, 0)["LOCAL_RANK"], "0");
+    EXPECT_EQ(plan.ConsolePrefix(slot, "h"), std::to_string(slot.local_rank) + ": ");
+  }
+  EXPECT_EQ(Plan(Options(3)).JobVariables(Plan(Options(3)).ranks()[2], 0)["LOCAL_RANK"], "2");
 }
 
 }  // namespace

@@ -42,6 +42,8 @@ TEST(PrefixLinesTest, TorchrunTemplateIsExpandedAsPythonDoes) {
             "${host} $ $ ${rank $RANK $1 $");
   EXPECT_EQ(ExpandLinePrefix("${rank}${rank}$ranks", "r", 7, 0), "77$ranks");
   EXPECT_EQ(ExpandLinePrefix("", "r", 7, 0), "");
+  // torchrun 2.15's ${hostname}: the node's short name.
+  EXPECT_EQ(ExpandLinePrefix("${hostname}:${rank}: ", "r", 3, 1, "r12i0n8"), "r12i0n8:3: ");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.h"
 
 namespace dlaunch::launcher {
@@ -130,6 +132,121 @@ TEST(OptionsTest, RoleAndStartMethod) {
   EXPECT_THROW(ParseCommandLine({"--start-method", "thread", "prog"}, {}), UsageError);
   EXPECT_THROW(ParseCommandLine({"--role", "", "prog"}, {}), UsageError);
   EXPECT_THROW(ParseCommandLine({"--role", "a b", "prog"}, {}), UsageError);
+}
+
+// torchrun's --standalone: one node meeting on a free port; the rendezvous flags it ignores are
+// ignored here too, with a note, and more than one node is refused.
+TEST(OptionsTest, StandaloneIsOneNodeOnAFreePort) {
+  auto o = ParseCommandLine({"--standalone", "--rdzv-endpoint", "h:29400", "--rdzv_id", "x",
+                             "--rdzv-backend", "c10d", "prog"},
+                            {});
+  EXPECT_EQ(o.rdzv_endpoint, "");
+  EXPECT_EQ(o.run_id, "");  // generated, as torchrun's random rdzv id
+  EXPECT_TRUE(o.nnodes_given);
+  ASSERT_EQ(o.notes.size(), 1u);
+  EXPECT_NE(o.notes[0].find("--rdzv-backend, --rdzv-endpoint, --rdzv-id ignored"),
+            std::string::npos)
+      << o.notes[0];
+  EXPECT_EQ(ParseCommandLine({"--standalone", "--run-id", "mine", "prog"}, {}).run_id, "mine");
+  EXPECT_TRUE(ParseCommandLine({"--standalone", "prog"}, {}).notes.empty());
+  EXPECT_THROW(ParseCommandLine({"--standalone", "--nnodes", "1:2", "prog"}, {}), UsageError);
+}
+
+// --local-addr is node 0's address: the ranks' MASTER_ADDR unless --master-addr says otherwise.
+TEST(OptionsTest, LocalAddrIsMasterAddrUnlessGiven) {
+  auto o = ParseCommandLine({"--local-addr", "10.0.0.7", "prog"}, {});
+  EXPECT_EQ(o.local_addr, "10.0.0.7");
+  EXPECT_EQ(o.master_addr, "10.0.0.7");
+  EXPECT_FALSE(o.master_addr_given);
+  EXPECT_EQ(ParseCommandLine({"--local_addr", "a", "--master-addr", "b", "prog"}, {}).master_addr,
+            "b");
+  EXPECT_THROW(ParseCommandLine({"--local-addr=", "prog"}, {}), UsageError);
+}
+
+// --shutdown-timeout is --grace-period by torchrun's name, TORCH_ELASTIC_SHUTDOWN_TIMEOUT its
+// default; --grace-period wins over both, and 0 is SIGKILL at once.
+TEST(OptionsTest, ShutdownTimeoutIsTheGracePeriod) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(ParseCommandLine({"--shutdown-timeout", "5", "prog"}, {}).grace_period,
+            milliseconds(5000));
+  EXPECT_EQ(ParseCommandLine({"--shutdown_timeout=0", "prog"}, {}).grace_period, milliseconds(1));
+  const std::map<std::string, std::string> env = {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}};
+  EXPECT_EQ(ParseCommandLine({"prog"}, env).grace_period, milliseconds(7000));
+  EXPECT_EQ(ParseCommandLine({"--shutdown-timeout", "5", "prog"}, env).grace_period,
+            milliseconds(5000));
+  EXPECT_EQ(ParseCommandLine({"--grace-period", "2", "--shutdown-timeout", "5", "prog"}, env)
+                .grace_period,
+            milliseconds(2000));
+  EXPECT_EQ(ParseCommandLine({"prog"}, {}).grace_period, milliseconds(30000));
+  EXPECT_THROW(ParseCommandLine({"prog"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
+               UsageError);
+}
+
+// -r/--redirects and -t/--tee in torchrun's forms; --local-ranks-filter is by local rank, apart
+// from dlaunch's --ranks-filter (global ranks).
+TEST(OptionsTest, RedirectsTeeAndTheConsoleFilters) {
+  auto o = ParseCommandLine({"-r", "3", "-t0:1,2:2", "--local-ranks-filter", "0,1", "prog"}, {});
+  EXPECT_EQ(o.redirects.For(0), 3);
+  EXPECT_EQ(o.redirects.For(5), 3);
+  EXPECT_EQ(o.tee.For(0), 1);
+  EXPECT_EQ(o.tee.For(1), 0);  // not in the mapping: nothing
+  EXPECT_EQ(o.tee.For(2), 2);
+  EXPECT_EQ(o.local_ranks_filter, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(o.ranks_filter.empty());
+  EXPECT_EQ(ParseCommandLine({"--ranks-filter", "3", "prog"}, {}).ranks_filter,
+            std::vector<int>{3});
+  EXPECT_EQ(ParseCommandLine({"--redirects=0", "prog"}, {}).redirects.For(0), 0);
+  for (const char* bad : {"", "4", "-1", "a", "0:", ":1", "0:1,", "0:1;1:2", "0:4", "x:1"}) {
+    EXPECT_THROW(ParseCommandLine({"-r", bad, "prog"}, {}), UsageError) << bad;
+  }
+}
+
+// torchrun's --duplicate-*-filters: ",," is a comma inside a filter, empty ones are dropped.
+TEST(OptionsTest, DuplicateFilters) {
+  auto o = ParseCommandLine(
+      {"--duplicate-stdout-filters", "apple,or,,ange,", "--duplicate_stderr_filters=x", "prog"},
+      {});
+  EXPECT_EQ(o.stdout_filters, (std::vector<std::string>{"apple", "or,ange"}));
+  EXPECT_EQ(o.stderr_filters, std::vector<std::string>{"x"});
+  EXPECT_TRUE(
+      ParseCommandLine({"--duplicate-stdout-filters", "", "prog"}, {}).stdout_filters.empty());
+}
+
+// torchrun's flags with no counterpart here that change nothing: accepted as they are.
+TEST(OptionsTest, TorchrunNoOpsAreAccepted) {
+  for (std::vector<std::string> argv :
+       std::vector<std::vector<std::string>>{{"--event-log-handler", "null", "prog"},
+                                             {"--event_log_handler=dynamic_rendezvous", "prog"},
+                                             {"--monitor-interval", "0.1", "prog"},
+                                             {"--monitor_interval=5", "prog"}}) {
+    EXPECT_TRUE(ParseCommandLine(argv, {}).notes.empty()) << argv[0];
+  }
+}
+
+// --run-path takes precedence over --no-python, as torchrun's help says (with a note); -m with
+// --no-python is refused, as torchrun refuses it.
+TEST(OptionsTest, RunPathWinsOverNoPython) {
+  auto o = ParseCommandLine({"--run-path", "--no_python", "/abs/train.py"}, {});
+  EXPECT_TRUE(o.run_path);
+  EXPECT_FALSE(o.no_python);
+  ASSERT_EQ(o.notes.size(), 1u);
+  EXPECT_NE(o.notes[0].find("--no-python has no effect with --run-path"), std::string::npos);
+  EXPECT_THROW(ParseCommandLine({"-m", "--no-python", "pkg.train"}, {}), UsageError);
+}
+
+// --virtual-local-rank, --log-line-prefix-template and --numa-binding core-complex are kept.
+TEST(OptionsTest, VirtualLocalRankPrefixTemplateAndCoreComplex) {
+  auto o = ParseCommandLine({"--virtual_local_rank", "--log-line-prefix-template",
+                             "${rank}: ", "--numa-binding", "core-complex", "prog"},
+                            {});
+  EXPECT_TRUE(o.virtual_local_rank);
+  EXPECT_EQ(o.log_line_prefix_template, "${rank}: ");
+  EXPECT_EQ(o.numa_binding, "core-complex");
+  EXPECT_TRUE(ParseCommandLine({"--virtual-local-rank", "--gpu-binding", "isolate", "prog"}, {})
+                  .virtual_local_rank);
+  EXPECT_THROW(
+      ParseCommandLine({"--virtual-local-rank", "--gpu-binding", "local-rank", "prog"}, {}),
+      UsageError);
 }
 
 }  // namespace
