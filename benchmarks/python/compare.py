@@ -2,7 +2,7 @@
 """The Python rank agent's cost and worth, side by side in one run:
 
 0. the flight recorder's own cost per call, with and without flight_tail.jsonl.
-1. overhead: ddp_fmnist.py (PyTorch DDP, gloo, CPU) under dlaunch with the agent on and off
+1. overhead: ddp_fmnist.py (PyTorch DDP, or FSDP2 with --wrap fsdp2; gloo, CPU) under dlaunch with the agent on and off
    (--no-python-agent), interleaved (on/off, then off/on, ...), rank 0's median step time of
    each run; reported: median over runs per side, the spread, and the paired on/off ratios.
 2. hang to diagnosis: hang.py (rank 1 stops at step 5, the others block in all_reduce #5) under
@@ -11,6 +11,8 @@
    timeout set to T (time from FAULT to torchrun's exit, the rank its report names).
 
   flock /tmp/dlaunch-bench.lock benchmarks/python/compare.py --dlaunch build/launcher/dlaunch
+  flock /tmp/dlaunch-bench.lock benchmarks/python/compare.py --dlaunch build/launcher/dlaunch \
+      --python .venv-torch2/bin/python --wrap fsdp2 --skip-hang
 """
 import argparse
 import json
@@ -53,7 +55,7 @@ def run_ddp(dlaunch, nproc, agent, logs, run_id, env):
 
 
 def overhead(args, logs):
-    env = dict(os.environ, STEPS=str(args.steps))
+    env = dict(os.environ, STEPS=str(args.steps), WRAP=args.wrap)
     on, off = {"wall": [], "cpu": []}, {"wall": [], "cpu": []}
     for i in range(args.repeat):
         pair = {}
@@ -66,8 +68,9 @@ def overhead(args, logs):
         print("repeat %d: agent on %.3f ms (cpu %.3f), off %.3f ms (cpu %.3f)" %
               (i, pair[True][0], pair[True][1], pair[False][0], pair[False][1]), flush=True)
     print()
-    print("| %d ranks, %d steps, batch 32, %d runs each | median step (ms): median (min-max) | "
-          "CPU time per step (ms): median (min-max) |" % (args.nproc, args.steps, args.repeat))
+    print("| %s, %d ranks, %d steps, batch 32, %d runs each | median step (ms): median (min-max) "
+          "| CPU time per step (ms): median (min-max) |" %
+          ("FSDP2" if args.wrap == "fsdp2" else "DDP", args.nproc, args.steps, args.repeat))
     print("| --- | --- | --- |")
     print("| agent on | %s | %s |" % (spread(on["wall"]), spread(on["cpu"])))
     print("| agent off (--no-python-agent) | %s | %s |" % (spread(off["wall"]), spread(off["cpu"])))
@@ -164,6 +167,9 @@ def main():
     ap.add_argument("--torchrun-runs", type=int, default=2)
     ap.add_argument("--torchrun-timeout", type=int, default=30)
     ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-hang", action="store_true")
+    ap.add_argument("--wrap", choices=("ddp", "fsdp2"), default="ddp",
+                    help="the overhead's training step: DDP, or FSDP2's fully_shard (torch 2.x)")
     ap.add_argument("--recorder-calls", type=int, default=50000)
     ap.add_argument("--python", default=PYTHON,
                     help="the ranks' interpreter (and torchrun's): e.g. the torch 2.x venv's")
@@ -174,6 +180,8 @@ def main():
         recorder_cost(args, logs)
         if not args.skip_overhead:
             overhead(args, logs)
+        if args.skip_hang:
+            return
         diag, exits, named = hang_dlaunch(args, logs)
     t_exits, t_names = hang_torchrun(args) if args.torchrun_runs else ([], [])
     print()
