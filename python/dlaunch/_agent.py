@@ -464,7 +464,8 @@ class Agent:
     def write_flight(self, reason):
         rec = self.recorder
         try:
-            _files.write_atomically(self._path(FLIGHT_FILE), rec.to_text(reason))
+            _files.write_atomically(self._path(FLIGHT_FILE), rec.to_text(reason),
+                                    durable=reason != "periodic")
             self._flight_version = rec.version
             self._flight_written = time.monotonic()
         except OSError:
@@ -489,7 +490,7 @@ class Agent:
                 out.append(line.rstrip("\n"))
         out.extend(_workers.describe(frames.get(main_ident)))
         try:
-            _files.write_atomically(self._path(STACKS_FILE), "\n".join(out) + "\n")
+            _files.write_atomically(self._path(STACKS_FILE), "\n".join(out) + "\n", durable=True)
         except OSError:
             pass
 
@@ -530,7 +531,7 @@ class Agent:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             doc["message"] = first[:500]
         try:
-            _files.write_json(self._path(ERROR_FILE), doc)
+            _files.write_json(self._path(ERROR_FILE), doc, durable=True)
         except OSError:
             pass
         if self.events is not None:

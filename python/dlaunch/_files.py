@@ -1,29 +1,31 @@
 """Files of the run directory as the rank agent writes them (docs/run-directory.md)."""
 import json
 import os
-import threading
+import tempfile
 
-_counter = 0
-_counter_lock = threading.Lock()
+EVENTS_SCHEMA = "dlaunch.events/1"
 
-
-def write_atomically(path, text):
-    """Writes text through a temp file unique to this call and rename(2): readers see the old or
-    the new file, never half of one; no temp file survives a failed write."""
-    global _counter
-    with _counter_lock:
-        _counter += 1
-        n = _counter
-    tmp = "%s.tmp.%d.%d.%d" % (path, os.getpid(), threading.get_ident() % 100000, n)
+def write_atomically(path, text, durable=False):
+    """Writes text as docs/run-directory.md says: a temporary file of its own in the same folder
+    (tempfile.mkstemp, `<name>.tmp.<unique>`), fsync when `durable`, then rename(2) over the
+    target. Readers see the old or the new file, never half of one; no temporary file survives
+    a failed write. Evidence that must outlive the machine (error.json, a dump's flight.json)
+    is durable; a file rewritten every wake (heartbeat.json, the periodic flight.json) is not:
+    an fsync there costs the disk a flush per wake and keeps nothing a crash would not make
+    stale anyway."""
+    folder, name = os.path.split(path)
     data = text if isinstance(text, bytes) else text.encode()
+    # os-level calls, fewer system calls than a Python file object: each lets the GIL go, and
+    # the training thread must then hand it back to this one.
+    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=name + ".tmp.")
     try:
-        # os-level calls, fewer system calls than a Python file object: each lets the GIL go, and
-        # the training thread must then hand it back to this one.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
+            os.fchmod(fd, 0o644)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -35,13 +37,13 @@ def write_atomically(path, text):
         raise
 
 
-def write_json(path, obj):
-    write_atomically(path, json.dumps(obj, separators=(",", ":")) + "\n")
+def write_json(path, obj, durable=False):
+    write_atomically(path, json.dumps(obj, separators=(",", ":")) + "\n", durable)
 
 
 class LineLog:
-    """events.jsonl: one JSON object per line, each line one write(2) with O_APPEND so lines of
-    several writers never interleave."""
+    """events.jsonl: one JSON object per line, each with its schema, each line one write(2) with
+    O_APPEND so lines of several writers never interleave."""
 
     def __init__(self, path):
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -53,7 +55,8 @@ class LineLog:
             pass
 
     def append(self, obj):
+        line = {"schema": EVENTS_SCHEMA, **obj}
         try:
-            os.write(self._fd, (json.dumps(obj, separators=(",", ":")) + "\n").encode())
+            os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
         except OSError:
             pass

@@ -33,7 +33,7 @@ def dump(rank, backend):
         except TypeError:
             data = fn()
         if data:
-            _files.write_atomically("%s%d" % (prefix, rank), bytes(data))
+            _files.write_atomically("%s%d" % (prefix, rank), bytes(data), durable=True)
     except Exception as e:
         print("dlaunch: torch's flight recorder was not written: %s: %s" % (type(e).__name__, e),
               file=sys.stderr)

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <signal.h>
 
+#include <sstream>
 #include <thread>
 
 #include "python_test_util.h"
@@ -66,7 +67,17 @@ TEST_F(PythonAgentTest, HealthyJobWritesFlightHeartbeatAndTelemetry) {
   EXPECT_EQ(beat["schema"], "dlaunch.heartbeat/1");
   EXPECT_EQ(beat["last_completed_seq"], 6);
   EXPECT_GT(beat["rss_bytes"].get<int64_t>(), 0);
-  EXPECT_THAT(ReadText(RankDir(0) / "events.jsonl"), HasSubstr("\"kind\":\"telemetry\""));
+  const std::string events = ReadText(RankDir(0) / "events.jsonl");
+  EXPECT_THAT(events, HasSubstr("\"kind\":\"telemetry\""));
+  // Every line carries its schema, as docs/run-directory.md says of every line.
+  std::istringstream lines(events);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n)
+    EXPECT_EQ(nlohmann::json::parse(line).value("schema", ""), "dlaunch.events/1") << line;
+  EXPECT_GT(n, 0);
+  // No temporary file of the agent's atomic writes is left behind.
+  for (const auto& entry : std::filesystem::directory_iterator(RankDir(1)))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
 }
 
 // Rank 1 all-reduces 1024 floats more at #3; Gloo aborts a healthy rank that received them
