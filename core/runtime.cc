@@ -20,7 +20,6 @@
 #include "core/grpc_setup.h"
 #include "core/run_dir/events_file.h"
 #include "core/run_dir/paths.h"
-#include "core/telemetry.h"
 
 namespace dlaunch::core {
 namespace {
@@ -168,8 +167,9 @@ class CoordinatedRuntime : public LocalRuntime {
     s.set_last_started_seq(status_.last_started_seq);
     s.set_last_completed_seq(status_.last_completed_seq);
     s.set_current_op(status_.current_op);
-    s.set_rss_bytes(status_.rss_bytes >= 0 ? status_.rss_bytes : CurrentRssBytes());
-    s.set_peak_rss_bytes(status_.peak_rss_bytes >= 0 ? status_.peak_rss_bytes : PeakRssBytes());
+    s.set_rss_bytes(status_.rss_bytes >= 0 ? status_.rss_bytes : base::CurrentRssBytes());
+    s.set_peak_rss_bytes(status_.peak_rss_bytes >= 0 ? status_.peak_rss_bytes
+                                                     : base::PeakRssBytes());
     s.set_device_allocated_bytes(status_.device_allocated_bytes);
     s.set_device_reserved_bytes(status_.device_reserved_bytes);
     s.set_device_peak_bytes(status_.device_peak_bytes);

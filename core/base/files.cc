@@ -9,32 +9,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/base/unique_fd.h"
 #include "core/error.h"
 
 namespace dlaunch::base {
 namespace {
 
 constexpr char kTempInfix[] = ".tmp.";
-
-// Closes a descriptor on every path out of a function.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // Opens a regular file for reading without blocking on FIFOs; -1 with `status` set otherwise.
 int OpenRegular(const std::string& path, ReadStatus* status, struct stat* st) {
@@ -103,7 +84,7 @@ ReadStatus ReadFileBounded(const std::string& path, size_t max_bytes, std::strin
   out->clear();
   ReadStatus status;
   struct stat st {};
-  Fd fd(OpenRegular(path, &status, &st));
+  UniqueFd fd(OpenRegular(path, &status, &st));
   if (fd.get() < 0) return status;
   // One byte past the limit tells "exactly max" from "more than max" for files still growing.
   if (!ReadUpTo(fd.get(), max_bytes + 1, out)) return ReadStatus::kError;
@@ -118,7 +99,7 @@ ReadStatus ReadFileTail(const std::string& path, size_t max_bytes, std::string* 
   out->clear();
   ReadStatus status;
   struct stat st {};
-  Fd fd(OpenRegular(path, &status, &st));
+  UniqueFd fd(OpenRegular(path, &status, &st));
   if (fd.get() < 0) return status;
   const off_t start =
       st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - static_cast<off_t>(max_bytes) : 0;
@@ -171,7 +152,7 @@ int64_t MtimeUnixMs(const std::string& path) {
 
 void WriteFileAtomically(const std::string& path, const std::string& content) {
   std::string tmp = path + kTempInfix + "XXXXXX";
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (fd.get() < 0) {
     throw Error(ErrorKind::kInternal,
                 "create a temporary file for " + path + ": " + std::strerror(errno));

@@ -25,6 +25,9 @@ int64_t ProcStatusBytes(const char* field) {
   return -1;
 }
 
+int64_t CurrentRssBytes() { return ProcStatusBytes("VmRSS"); }
+int64_t PeakRssBytes() { return ProcStatusBytes("VmHWM"); }
+
 std::string ProcStateWord(char c) {
   switch (c) {
     case 'R':

@@ -10,6 +10,9 @@ namespace dlaunch::base {
 // A "<field>: <n> kB" line of /proc/self/status in bytes (VmRSS, VmHWM, VmSize, ...); -1 when
 // absent or unreadable. Blocks for one small read.
 int64_t ProcStatusBytes(const char* field);
+// Resident set size of this process and its peak (VmRSS, VmHWM); -1 when unreadable.
+int64_t CurrentRssBytes();
+int64_t PeakRssBytes();
 
 // The state letter ('R', 'S', 'T', ...) and parent pid of process `pid`, from /proc/<pid>/stat;
 // nullopt when it cannot be read (gone). ppid is 0 when the line stops after the state.

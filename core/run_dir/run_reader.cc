@@ -164,7 +164,7 @@ RunFiles ReadRunDir(const std::string& run_dir, int world_size_hint, int64_t fli
   if (missing.size() <= kMaxMissingListed) {
     for (int r : missing) run.problems.push_back(RunDir::RankDirName(r) + "/ missing");
   } else {
-    run.problems.push_back("rank folders missing for ranks " + base::FormatRankList(missing));
+    run.problems.push_back("rank folders missing for " + base::NameRanks(missing));
   }
   if (run.world_size == 0) {
     run.problems.push_back("no rank folders and no summary.json: nothing to analyse");

@@ -25,7 +25,6 @@ namespace dlaunch::launcher {
 namespace {
 
 using base::FormatDurationMs;
-using base::FormatRankList;
 
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 // Beyond one stack_timeout: another node's gdb runs, then its files travel.

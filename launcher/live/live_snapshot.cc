@@ -280,7 +280,7 @@ std::string RenderStatusText(const LiveSnapshot& s, size_t group_threshold) {
       scores.push_back(r->straggler_score);
     }
     const LiveRank& first = *set.front();
-    std::string line = "ranks " + base::FormatRankList(ranks) + ": " + first.state;
+    std::string line = base::NameRanks(ranks) + ": " + first.state;
     if (std::string v = Range(steps, IntText); !v.empty()) line += ", step " + v;
     if (!first.phase.empty()) line += ", " + first.phase;
     if (!first.collective_op.empty())

@@ -78,6 +78,8 @@ TEST(ClockTest, WallClockUnits) {
 TEST(ProcTest, StatusAndHost) {
   EXPECT_GT(ProcStatusBytes("VmRSS"), 0);
   EXPECT_EQ(ProcStatusBytes("NoSuchField"), -1);
+  EXPECT_GT(CurrentRssBytes(), 0);
+  EXPECT_GE(PeakRssBytes(), CurrentRssBytes());
   EXPECT_FALSE(Hostname().empty());
 }
 

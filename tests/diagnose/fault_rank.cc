@@ -26,7 +26,6 @@
 #include "core/error.h"
 #include "core/run_dir/events_file.h"
 #include "core/runtime.h"
-#include "core/telemetry.h"
 
 using namespace dlaunch;
 
@@ -84,7 +83,7 @@ int main() {
       runtime->ReportEvent(core::EventKind::kTelemetry,
                            nlohmann::json({{"step", step},
                                            {"phase", core::PhaseName(phase)},
-                                           {"rss_bytes", core::CurrentRssBytes()}})
+                                           {"rss_bytes", base::CurrentRssBytes()}})
                                .dump());
     };
     std::vector<float> small(1024, 1.0f), half(512, 1.0f);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/base/proc.h"
 #include "launcher/diagnose/analyzer.h"
 #include "launcher/diagnose/run_snapshot.h"
 #include "launcher/diagnose/stack_parser.h"
@@ -312,14 +313,12 @@ TEST(InferenceTest, ARunningRankWhosePidIsGoneIsNotRunning) {
   if (child == 0) ::_exit(0);
   ASSERT_GT(child, 0);
   ::waitpid(child, nullptr, 0);  // reaped: the pid is gone
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
   RunBuilder b(1);
   rundir::SummaryRank s;
   s.rank = 0;
   s.status = rundir::RankStatus::kRunning;
   s.pid = child;
-  s.host = host;
+  s.host = base::Hostname();
   b.run_.ranks[0].summary = s;
   Diagnosis d = b.Analyze();
   EXPECT_THAT(d.ranks[0].line,

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "core/base/files.h"
+#include "core/base/proc.h"
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "core/runtime.h"
-#include "core/telemetry.h"
 
 namespace {
 
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
           s.last_started_seq = i;
           s.last_completed_seq = i - 1;
           s.current_op = "allreduce";
-          s.rss_bytes = dlaunch::core::CurrentRssBytes();
+          s.rss_bytes = dlaunch::base::CurrentRssBytes();
           s.samples_per_sec = 1000.0 * 32 / ms;
           s.steps_timed = i;
           s.step_busy_ms_total += ms * 2.0 / 3;

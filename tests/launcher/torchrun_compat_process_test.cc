@@ -3,12 +3,12 @@
 // file, --virtual-local-rank and --log-line-prefix-template reach the ranks, and the flags
 // dlaunch refuses end it with exit code 2 before any rank starts.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "core/base/proc.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
 
@@ -86,8 +86,8 @@ TEST_F(TorchrunCompatProcessTest, DuplicateFiltersCopyTheLinesThatMatch) {
 }
 
 TEST_F(TorchrunCompatProcessTest, VirtualLocalRankAndThePrefixTemplateReachTheRanks) {
-  char host[256] = {};
-  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  const std::string host = base::Hostname();
+  ASSERT_FALSE(host.empty());
   // --env's CUDA_VISIBLE_DEVICES is the launcher's view of the GPUs, whatever this machine has.
   Launched l(
       Cmd("virtual", {"--nproc", "2", "--virtual-local-rank", "--env", "CUDA_VISIBLE_DEVICES=3,5",
@@ -96,8 +96,7 @@ TEST_F(TorchrunCompatProcessTest, VirtualLocalRankAndThePrefixTemplateReachTheRa
   ASSERT_EQ(l.Wait(seconds(30)), 0) << l.err_text();
   auto lines = With(l.out_lines, "lr=");
   std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines, (std::vector<std::string>{std::string(host) + "/0: lr=0 cvd=3",
-                                             std::string(host) + "/1: lr=0 cvd=5"}))
+  EXPECT_EQ(lines, (std::vector<std::string>{host + "/0: lr=0 cvd=3", host + "/1: lr=0 cvd=5"}))
       << l.err_text();
 }
 

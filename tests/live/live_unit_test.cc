@@ -93,7 +93,7 @@ TEST(LiveStatusTextTest, ManyRanksAreGroupedWithOutliersOneByOne) {
   const std::string text = RenderStatusText(s);
   EXPECT_THAT(text, HasSubstr("ranks 0-4,6-62: running, step 120-121, communication, allreduce "
                               "#240, heartbeat 400 ms, score 1.00"));
-  EXPECT_THAT(text, HasSubstr("ranks 63: exited, step 120, done"));
+  EXPECT_THAT(text, HasSubstr("rank 63: exited, step 120, done"));
   EXPECT_THAT(text, HasSubstr("running STRAGGLER"));
   EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 10);
 }

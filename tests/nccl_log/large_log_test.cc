@@ -3,10 +3,10 @@
 #include "tests/nccl_log/large_log.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cstdio>
 
+#include "core/base/proc.h"
 #include "launcher/nccl_log/parser.h"
 #include "launcher/nccl_log/report.h"
 #include "tests/common/test_dir.h"
@@ -14,20 +14,14 @@
 namespace dlaunch::launcher::nccl_log {
 namespace {
 
-int64_t PeakRssBytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;
-}
-
 TEST(LargeLogTest, HundredMegabytesInBoundedMemory) {
   const dlaunch::testing::TestDir test_dir("nccl-large");
   const std::string path = test_dir.string() + "/nccl-large.log";
   const int64_t written = testing::WriteLargeNcclLog(path, 100 << 20);
   ASSERT_GE(written, 100 << 20);
-  const int64_t before = PeakRssBytes();
+  const int64_t before = base::PeakRssBytes();
   ParseResult p = ParseFiles({path});
-  const int64_t grown = PeakRssBytes() - before;
+  const int64_t grown = base::PeakRssBytes() - before;
   std::remove(path.c_str());
   EXPECT_EQ(p.bytes, written);
   EXPECT_TRUE(p.problems.empty());

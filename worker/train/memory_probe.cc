@@ -8,7 +8,7 @@
 #include <fstream>
 #include <regex>
 
-#include "core/telemetry.h"
+#include "core/base/proc.h"
 
 #ifdef DLAUNCH_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -32,8 +32,8 @@ rundir::MemoryFigures ReadMemory(int cuda_device) {
       m.rss_bytes = std::strtoll(p, nullptr, 10) * ::sysconf(_SC_PAGESIZE);
     }
   }
-  // getrusage's high-water mark lags the page counters a little; a peak is never below now.
-  m.peak_rss_bytes = std::max(core::PeakRssBytes(), m.rss_bytes);
+  // The high-water mark (VmHWM) lags the page counters a little; a peak is never below now.
+  m.peak_rss_bytes = std::max(base::PeakRssBytes(), m.rss_bytes);
 #ifdef DLAUNCH_TORCH_CUDA
   if (cuda_device >= 0) {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_device);

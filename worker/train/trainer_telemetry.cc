@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/events_file.h"
-#include "core/telemetry.h"
 #include "worker/train/trainer.h"
 
 namespace dlaunch::worker {
