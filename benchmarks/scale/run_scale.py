@@ -12,6 +12,7 @@ release_spread_s  first -> last rank's registration returned (the coordinator's 
 coord_cpu_share   node 0's launcher (coordinator + its own ranks' supervisor) CPU time / wall
                   time over the steady window, in cores
 coord_rss_bytes   its resident memory at the end of the window
+coord_threads     its thread count then
 net_intake_bytes_per_s   bytes per second node 0's coordinator port received over the window
                   (every established connection's bytes_received, ss -ti)
 disk_written_bytes_per_s node 0's launcher's file writes per second (/proc/PID/io wchar)
@@ -48,6 +49,14 @@ def proc_rss(pid):
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
+    return 0
+
+
+def proc_threads(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
     return 0
 
 
@@ -143,6 +152,7 @@ def main():
         out["coord_cpu_share"] = round((cpu1 - cpu0) / (t1 - t0), 4)
         out["coord_rss_bytes"] = proc_rss(zero)
         out["coord_rss_per_rank_bytes"] = out["coord_rss_bytes"] // world
+        out["coord_threads"] = proc_threads(zero)
         out["net_intake_bytes_per_s"] = int((net1 - net0) / (t1 - t0))
         out["disk_written_bytes_per_s"] = int((io1["wchar"] - io0["wchar"]) / (t1 - t0))
         # The hang, and node 0's diagnosis of it.

@@ -29,6 +29,10 @@ using base::FormatDurationMs;
 constexpr auto kDumpPollInterval = std::chrono::milliseconds(20);
 // Beyond one stack_timeout: another node's gdb runs, then its files travel.
 constexpr auto kRemoteMargin = std::chrono::seconds(5);
+// Of the ranks waiting in the stalled collective with their peers that did not answer the dump,
+// this many have their stacks taken: at a thousand ranks, gdb on every one of them would hold
+// the diagnosis for minutes, and their stacks all say the same.
+constexpr size_t kPeerStacks = 8;
 
 // The collective a rank is in or last entered: its last started seq, or the one after its last
 // completed while it says it communicates.
@@ -226,8 +230,16 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
   // stack_timeout; other nodes' agents take theirs and push every file.
   std::vector<StackTarget> targets;
   std::vector<int> remote_silent;
+  // The suspects: a rank that is silent, not linked, or behind the furthest collective in
+  // flight. Every suspect's stack is taken; of the others, kPeerStacks.
+  int64_t furthest = -1;
+  for (const RankLiveState& r : ranks)
+    if (r.linked && !r.exited) furthest = std::max(furthest, InFlightSeq(r.status));
+  size_t peers = 0;
   for (const RankLiveState& r : ranks) {
     if (r.exited || (r.linked && answered[r.rank])) continue;
+    const bool suspect = !r.linked || hopeless[r.rank] || InFlightSeq(r.status) < furthest;
+    if (!suspect && peers++ >= kPeerStacks) continue;
     if (r.remote) {
       remote_silent.push_back(r.rank);
     } else if (r.pid > 0) {

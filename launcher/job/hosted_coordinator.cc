@@ -1,7 +1,9 @@
 #include "launcher/job/hosted_coordinator.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -70,10 +72,10 @@ void HostedCoordinator::WriteLiveFile() {
 }
 
 void HostedCoordinator::UpdateLive(bool now) {
-  // Heartbeats come every 200 ms (Python) to 1 s (native): a fresher view finds nothing new.
-  constexpr int64_t kEveryMs = 200;
+  // Heartbeats come every 200 ms (Python) or every heartbeat interval (native, 1 s by default):
+  // a fresher view finds nothing new, and costs a pass over every rank.
   const int64_t t = base::UnixMillis();
-  if (!view_ || (!now && t - live_unix_ms_ < kEveryMs)) return;
+  if (!view_ || (!now && t - live_unix_ms_ < live_every_ms_)) return;
   live_unix_ms_ = t;
   LiveJobFacts f;
   f.run_id = run_id_;
@@ -119,7 +121,11 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     straggler_.reset();
   }
   monitor_.reset();
-  view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
+  live_every_ms_ = plan.expects_python_agent()
+                       ? 200
+                       : std::max<int64_t>(200, plan.options().heartbeat_interval.count());
+  view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir(),
+                                        plan.expects_python_agent());
   LiveDumpOptions dump;
   dump.attempt = plan.membership().attempt;
   dumps_ = std::make_unique<DumpService>(view_, dump);
@@ -166,6 +172,12 @@ std::vector<rundir::StragglerVerdict> HostedCoordinator::Stragglers() const {
 }
 
 void HostedCoordinator::Tick() {
+  if (!trimmed_ && handler_.AllRegistered()) {
+    // Every rank's Register held a server thread, and the heap keeps what they freed: a tick
+    // later they are gone, and that memory goes back (a third of node 0's heap at 256 ranks).
+    ::malloc_trim(0);
+    trimmed_ = true;
+  }
   if (dumps_ && !hang_diagnosed_) dumps_->Poll();
   if (straggler_ && !hang_diagnosed_) {
     const int before = straggler_->generation();
@@ -281,6 +293,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
 
 void HostedCoordinator::Reset() {
   handler_.Reset();
+  trimmed_ = false;
   if (monitor_) monitor_->Reset();
   hang_diagnosed_ = false;
   hang_headline_.clear();

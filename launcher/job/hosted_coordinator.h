@@ -85,6 +85,7 @@ class HostedCoordinator : public CoordinatorListener {
   std::unique_ptr<HangMonitor> monitor_;
   std::unique_ptr<DumpService> dumps_;  // declared after view_: goes first
   bool hang_diagnosed_ = false;
+  bool trimmed_ = false;  // the rank rendezvous' memory went back to the system
   std::unique_ptr<StragglerWatch> straggler_;              // none with --straggler-threshold 0
   std::vector<rundir::StragglerVerdict> past_stragglers_;  // of earlier memberships
   int past_generations_ = 0;
@@ -99,7 +100,8 @@ class HostedCoordinator : public CoordinatorListener {
   std::string live_file_;     // live.json once written
   std::string run_id_;
   int64_t start_unix_ms_ = 0;
-  int64_t live_unix_ms_ = 0;  // of the last UpdateLive
+  int64_t live_unix_ms_ = 0;     // of the last UpdateLive
+  int64_t live_every_ms_ = 200;  // how often live.json is rewritten
   int restarts_ = 0;
   int nnodes_ = 1;
   std::string hang_headline_;

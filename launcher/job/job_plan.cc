@@ -82,7 +82,7 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
       {"DLAUNCH_RDZV_TIMEOUT", std::to_string(o.rdzv_timeout.count() / 1000)},
       {"DLAUNCH_HEARTBEAT_MS", std::to_string(o.heartbeat_interval.count())},
   };
-  if (node_.tls.enabled()) {
+  if (node_.tls.enabled() && !identity_.relayed) {
     // Ranks may change directory before they connect.
     v["DLAUNCH_TLS_CA"] = fs::absolute(node_.tls.ca).string();
     v["DLAUNCH_TLS_CERT"] = fs::absolute(node_.tls.cert).string();

@@ -45,6 +45,9 @@ struct JobIdentity {
   int master_port = 0;
   std::string coordinator;  // host:port where ranks reach the coordinator
   Membership membership;    // of the first attempt, where known before it (a joining node)
+  // `coordinator` is this node's own launcher on loopback, which relays the ranks' calls to node
+  // 0 (a joining node: rank_relay.h), in plaintext.
+  bool relayed = false;
 };
 
 // What follows an attempt.

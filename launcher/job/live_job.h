@@ -17,8 +17,10 @@ namespace dlaunch::launcher {
 class LiveJobView : public JobView {
  public:
   // `world_size` ranks; those not supervised here (other nodes') are known by heartbeats only.
+  // `agent_files`: the ranks run the Python agent, whose heartbeats are files (a native job's
+  // come over gRPC only, and its thousand rank folders are not read at every tick).
   LiveJobView(CoordinatorHandler* coordinator, Supervisor* supervisor, int world_size,
-              std::string run_dir);
+              std::string run_dir, bool agent_files = true);
 
   std::vector<RankLiveState> Ranks() override;
   void RequestDump(const std::string& reason) override;
@@ -36,6 +38,7 @@ class LiveJobView : public JobView {
   Supervisor* supervisor_;
   int world_size_;
   std::string run_dir_;
+  bool agent_files_;
   std::mutex stacks_mu_;  // one STACKS at a time: a dump's and the hang monitor's
   int stacks_id_ = 0;     // of the last STACKS command
   std::mutex stragglers_mu_;

@@ -23,6 +23,7 @@
 #include "launcher/python/agent_files.h"
 #include "launcher/rendezvous/node_agent.h"
 #include "launcher/rendezvous/ports.h"
+#include "launcher/rendezvous/rank_relay.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -198,8 +199,9 @@ class SingleNode : public NodeZero {
 
   JobIdentity Prepare() override {
     Serve("127.0.0.1:0");
-    return {run_id_, master_addr_, master_port_,
-            "127.0.0.1:" + std::to_string(coordinator_->port()), Membership{}};
+    return {run_id_,      master_addr_,
+            master_port_, "127.0.0.1:" + std::to_string(coordinator_->port()),
+            Membership{}, false};
   }
 
   bool Open(JobPlan* plan, Supervisor* supervisor) override {
@@ -229,7 +231,7 @@ class CoordinatorHost : public NodeZero {
 
   JobIdentity Prepare() override {
     Listen();
-    return {run_id_, master_addr_, master_port_, setup_.endpoint, Membership{}};
+    return {run_id_, master_addr_, master_port_, setup_.endpoint, Membership{}, false};
   }
 
   bool Open(JobPlan* plan, Supervisor* supervisor) override {
@@ -372,7 +374,7 @@ class JoiningNode : public NodeRole {
         // Its summary goes where it would have, when the run and the node rank are known.
         Membership unjoined;
         unjoined.node_rank = options_.node_rank_given ? options_.node_rank : -1;
-        return {options_.run_id, "", 0, setup_.endpoint, unjoined};
+        return {options_.run_id, "", 0, setup_.endpoint, unjoined, false};
       }
       if (e.kind() == ErrorKind::kInvalidArgument) throw UsageError(e.what());
       if (e.kind() == ErrorKind::kUnauthenticated && !setup_.token_origin.empty()) {
@@ -392,14 +394,15 @@ class JoiningNode : public NodeRole {
       ended_ = over;
       Membership unjoined;
       unjoined.node_rank = -1;
-      return {resp.run_id(), "", 0, setup_.endpoint, unjoined};
+      return {resp.run_id(), "", 0, setup_.endpoint, unjoined, false};
     }
     joined_ = true;
     member_id_ = resp.member_id();
     // From now on this node's stream, pushes and rejoins speak for it, and nothing else can.
     client_->SetNodeCredential(resp.node_credential());
-    return {resp.run_id(), resp.master_addr(), resp.master_port(), setup_.endpoint,
-            MembershipOf(resp)};
+    relay_ = std::make_unique<RankRelay>(setup_.token, client_);
+    return {resp.run_id(),      resp.master_addr(), resp.master_port(),
+            relay_->endpoint(), MembershipOf(resp), true};
   }
 
   bool Open(JobPlan* plan, Supervisor* supervisor) override {
@@ -509,7 +512,12 @@ class JoiningNode : public NodeRole {
               << m.attempt << std::endl;
     std::lock_guard<std::mutex> lock(mu_);
     rank_dirs_.clear();
-    for (const auto& slot : plan.ranks()) rank_dirs_[slot.rank] = slot.dir;
+    std::set<int> ranks;
+    for (const auto& slot : plan.ranks()) {
+      rank_dirs_[slot.rank] = slot.dir;
+      ranks.insert(slot.rank);
+    }
+    if (relay_) relay_->SetRanks(ranks);
     done_.reset();
     node_rank_ = m.node_rank;
     attempt_ = m.attempt;
@@ -521,11 +529,12 @@ class JoiningNode : public NodeRole {
   }
 
   // Node 0 diagnoses a hang. DUMP: this node's Python ranks get it through their agents' request
-  // file (native ranks get it from the coordinator itself). STACKS: the stacks of the ranks it
-  // names that are this node's, then every file pushed, then the answer; on a thread of its own,
-  // since gdb takes seconds and the stream must go on reading.
+  // file, its native ranks down their heartbeat streams to this launcher. STACKS: the stacks of the
+  // ranks it names that are this node's, then every file pushed, then the answer; on a thread of
+  // its own, since gdb takes seconds and the stream must go on reading.
   void OnCommand(const v1::Command& cmd, Supervisor* supervisor) {
     if (cmd.kind() == v1::Command::DUMP) {
+      if (relay_) relay_->Broadcast(cmd);
       const std::map<int, std::string> dirs = RankDirs();
       for (const auto& live : supervisor->Live()) {
         if (live.exited) continue;
@@ -572,6 +581,8 @@ class JoiningNode : public NodeRole {
     s.set_node_rank(node_rank_);
     s.set_member_id(member_id_);
     s.set_attempt(attempt_);
+    if (relay_)
+      for (v1::RankStatus& beat : relay_->TakeFresh()) *s.add_heartbeats() = std::move(beat);
     for (const auto& live : supervisor->Live()) {
       auto* r = s.add_ranks();
       r->set_rank(live.rank);
@@ -619,6 +630,7 @@ class JoiningNode : public NodeRole {
   NodeSetup setup_;
   std::string host_;
   std::shared_ptr<core::CoordinatorClient> client_;
+  std::unique_ptr<RankRelay> relay_;  // from the join on; outlives the agent's stream thread
   std::unique_ptr<NodeAgent> agent_;
   int member_id_ = 0;
   bool joined_ = false;

@@ -46,6 +46,7 @@ void CoordinatorHandler::Stop() {
   }
   registered_cv_.notify_all();
   nodes_cv_.notify_all();
+  waiters_.EndAll();
 }
 
 Caller CoordinatorHandler::CallerOf(const std::string& token) const {
@@ -125,8 +126,7 @@ void CoordinatorHandler::Refuse(const std::string& peer, const char* method,
                     base::UnixMillis());
 }
 
-v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req) {
-  std::unique_lock<std::mutex> lock(mu_);
+void CoordinatorHandler::RecordLocked(const v1::RegisterRequest& req) {
   if (req.rank() < 0 || req.rank() >= world_size_) {
     throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(req.rank()) +
                                                  " is outside the world of " +
@@ -135,13 +135,15 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
   registered_[req.rank()] = req;
   ranks_[req.rank()].rank = req.rank();
   ranks_[req.rank()].registered = true;
-  registered_cv_.notify_all();
-  const auto deadline = attempt_start_ + config_.rdzv_timeout;
-  const bool complete = registered_cv_.wait_until(lock, deadline, [&] {
-    return stopping_ || static_cast<int>(registered_.size()) >= world_size_;
-  });
+}
+
+bool CoordinatorHandler::RendezvousOverLocked() const {
+  return stopping_ || static_cast<int>(registered_.size()) >= world_size_;
+}
+
+v1::RegisterResponse CoordinatorHandler::Outcome(std::unique_lock<std::mutex>& lock, int rank) {
   if (stopping_) throw Error(ErrorKind::kPeerGone, "the coordinator is shutting down");
-  if (!complete) {
+  if (static_cast<int>(registered_.size()) < world_size_) {
     std::vector<int> absent;
     for (int r = 0; r < world_size_; ++r)
       if (!registered_.count(r)) absent.push_back(r);
@@ -155,13 +157,107 @@ v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req
     throw Error(ErrorKind::kTimeout, message);
   }
   v1::RegisterResponse resp;
-  resp.set_rank(req.rank());
+  resp.set_rank(rank);
   resp.set_world_size(world_size_);
   resp.set_local_world_size(config_.nproc_per_node);
-  resp.set_local_rank(req.rank() % config_.nproc_per_node);
+  resp.set_local_rank(rank % config_.nproc_per_node);
   resp.set_run_id(config_.run_id);
   resp.set_run_dir(config_.run_dir);
   return resp;
+}
+
+v1::RegisterResponse CoordinatorHandler::Register(const v1::RegisterRequest& req) {
+  std::unique_lock<std::mutex> lock(mu_);
+  RecordLocked(req);
+  registered_cv_.notify_all();
+  const auto deadline = attempt_start_ + config_.rdzv_timeout;
+  registered_cv_.wait_until(lock, deadline, [&] { return RendezvousOverLocked(); });
+  v1::RegisterResponse resp = Outcome(lock, req.rank());
+  lock.unlock();
+  waiters_.Poke();
+  return resp;
+}
+
+std::shared_ptr<CallWaiters::Waiter> CoordinatorHandler::StartRegister(
+    const v1::RegisterRequest& req, RegisterDone done) {
+  CallWaiters::Clock::time_point deadline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RecordLocked(req);
+    deadline = attempt_start_ + config_.rdzv_timeout;
+  }
+  registered_cv_.notify_all();
+  waiters_.Poke();
+  const int rank = req.rank();
+  auto finish = [this, rank, done](CallWaiters::End end) {
+    if (end == CallWaiters::End::kGone) {
+      // The caller went away, or the server goes: no verdict on the rendezvous.
+      bool stopping;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping = stopping_;
+      }
+      const Error gone(ErrorKind::kPeerGone, stopping ? "the coordinator is shutting down"
+                                                      : "the registration was cancelled");
+      return done(nullptr, &gone);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    try {
+      const v1::RegisterResponse resp = Outcome(lock, rank);
+      if (lock.owns_lock()) lock.unlock();
+      done(&resp, nullptr);
+    } catch (const Error& e) {
+      if (lock.owns_lock()) lock.unlock();
+      done(nullptr, &e);
+    }
+  };
+  auto waiter = std::make_shared<CallWaiters::Waiter>(
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return RendezvousOverLocked();
+      },
+      deadline, finish);
+  if (waiters_.Add(waiter)) return waiter;
+  finish(CallWaiters::End::kReady);
+  return nullptr;
+}
+
+std::shared_ptr<CallWaiters::Waiter> CoordinatorHandler::StartStoreWait(
+    std::vector<std::string> keys, std::chrono::milliseconds timeout, StoreDone done) {
+  std::shared_ptr<core::Store> store;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    store = store_;  // a wait of an attempt that a Reset ended reads that attempt's store
+  }
+  auto present = [store, keys] {
+    for (const auto& k : keys)
+      if (!store->Check(k)) return false;
+    return true;
+  };
+  auto finish = [store, keys, timeout, done](CallWaiters::End end) {
+    if (end == CallWaiters::End::kReady) return done(nullptr);
+    if (end == CallWaiters::End::kGone) {
+      const Error gone(ErrorKind::kPeerGone, "the store call was cancelled");
+      return done(&gone);
+    }
+    std::string missing;
+    for (const auto& k : keys)
+      if (!store->Check(k)) missing += (missing.empty() ? "" : ", ") + k;
+    const Error late(ErrorKind::kTimeout, "store wait timed out after " +
+                                              std::to_string(timeout.count()) +
+                                              " ms; missing keys: " + missing);
+    done(&late);
+  };
+  auto waiter =
+      std::make_shared<CallWaiters::Waiter>(present, CallWaiters::Clock::now() + timeout, finish);
+  if (waiters_.Add(waiter)) return waiter;
+  finish(CallWaiters::End::kReady);
+  return nullptr;
+}
+
+bool CoordinatorHandler::AllRegistered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return world_size_ > 0 && static_cast<int>(registered_.size()) >= world_size_;
 }
 
 CoordinatorHandler::Round CoordinatorHandler::JoinRound(const std::string& host,
@@ -386,7 +482,14 @@ void CoordinatorHandler::OnNodeStatus(const v1::NodeStatus& status) {
   }
   v1::NodeStatus mine = status;
   mine.set_node_rank(*rank);
-  auto fault = nodes_.OnStatus(mine, base::UnixMillis());
+  // A node speaks for the heartbeats of its own ranks only.
+  const JobShape shape = ShapeLocked();
+  const int64_t now = base::UnixMillis();
+  for (const v1::RankStatus& beat : mine.heartbeats())
+    if (RankOfNode(beat.rank(), shape, *rank)) HeardLocked(beat, now);
+  if (mine.heartbeats_size() > 0) status_cv_.notify_all();
+  mine.clear_heartbeats();
+  auto fault = nodes_.OnStatus(mine, now);
   nodes_cv_.notify_all();
   Notify(lock, fault ? std::vector<NodeFault>{*fault} : std::vector<NodeFault>{});
 }
@@ -496,8 +599,12 @@ bool CoordinatorHandler::WriteFileChunk(int member_id, const v1::FileChunk& chun
 void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!RankInWorld(status.rank(), ShapeLocked())) return;
+  HeardLocked(status, base::UnixMillis());
+  status_cv_.notify_all();
+}
+
+void CoordinatorHandler::HeardLocked(const v1::RankStatus& status, int64_t now) {
   RankView& view = ranks_[status.rank()];
-  const int64_t now = base::UnixMillis();
   if (!view.status || view.status->step() != status.step() ||
       view.status->last_completed_seq() != status.last_completed_seq() ||
       view.status->phase() != status.phase()) {
@@ -506,7 +613,6 @@ void CoordinatorHandler::OnHeartbeat(const v1::RankStatus& status) {
   view.rank = status.rank();
   view.status = status;
   view.last_heartbeat_unix_ms = now;
-  status_cv_.notify_all();
 }
 
 bool CoordinatorHandler::WaitForStatus(int rank,

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "core/coordinator_client.h"
+#include "core/error.h"
 #include "core/store.h"
 #include "dlaunch.pb.h"
+#include "launcher/rendezvous/call_waiters.h"
 #include "launcher/rendezvous/credentials.h"
 #include "launcher/rendezvous/node_roster.h"
 #include "launcher/rendezvous/node_rounds.h"
@@ -99,6 +101,26 @@ class CoordinatorHandler {
   // Blocks until every rank registered or the rendezvous deadline (start of the attempt plus
   // rdzv_timeout) passes; then returns DEADLINE_EXCEEDED naming the absent ranks.
   v1::RegisterResponse Register(const v1::RegisterRequest& req);
+
+  // The server's Register and store waits, which hold no thread while they wait (call_waiters.h).
+  // Each records the call at once (Register throws Error(kInvalidArgument) for a rank outside
+  // the world), then runs `done` exactly once, maybe before it returns: with the response, or
+  // with the Error the blocking call would throw. The waiter returned (nullptr when `done` ran
+  // already) is for CancelWait, when the caller goes away. Do not block.
+  using RegisterDone = std::function<void(const v1::RegisterResponse*, const Error*)>;
+  std::shared_ptr<CallWaiters::Waiter> StartRegister(const v1::RegisterRequest& req,
+                                                     RegisterDone done);
+  using StoreDone = std::function<void(const Error*)>;
+  // Until every key of `keys` is in the store, at most `timeout`.
+  std::shared_ptr<CallWaiters::Waiter> StartStoreWait(std::vector<std::string> keys,
+                                                      std::chrono::milliseconds timeout,
+                                                      StoreDone done);
+  void CancelWait(const std::shared_ptr<CallWaiters::Waiter>& waiter) { waiters_.Cancel(waiter); }
+  // A key was set or added: the store waits it completes end. Does not block for long.
+  void StoreChanged() { waiters_.Poke(); }
+
+  // Whether every rank of the attempt registered. Does not block.
+  bool AllRegistered() const;
 
   core::Store& store() { return *store_; }
 
@@ -206,6 +228,16 @@ class CoordinatorHandler {
                                  int attempt);
   // Under mu_: the forming round closes; the attempt's world and roster follow from it.
   void CloseRound();
+  // Under mu_: records a registration; throws Error(kInvalidArgument) for a rank outside the
+  // world.
+  void RecordLocked(const v1::RegisterRequest& req);
+  // Under mu_: every rank registered, or the server goes.
+  bool RendezvousOverLocked() const;
+  // With `lock` held: rank's response once the rendezvous is over, or the Error (the timeout's
+  // naming the absent ranks, told to the listener once; unlocks then).
+  v1::RegisterResponse Outcome(std::unique_lock<std::mutex>& lock, int rank);
+  // Under mu_: a heartbeat of `status.rank()`, in the world, heard at `now`.
+  void HeardLocked(const v1::RankStatus& status, int64_t now);
   // Under mu_: the last round's members still connected (they are awaited in the next round).
   std::set<int> ConnectedMembers() const;
 
@@ -245,6 +277,7 @@ class CoordinatorHandler {
   std::mutex files_mu_;
   std::string status_token_;  // under mu_
   std::function<std::string()> status_source_;
+  CallWaiters waiters_;  // Register and store calls the server holds; ended first
 };
 
 class CoordinatorServer {

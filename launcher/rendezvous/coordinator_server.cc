@@ -4,64 +4,113 @@
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "dlaunch.grpc.pb.h"
+#include "launcher/rendezvous/command_stream.h"
 #include "launcher/rendezvous/coordinator.h"
 
 namespace dlaunch::launcher {
 
-class CoordinatorServer::Service final : public v1::Coordinator::Service {
+// The ranks' calls are served by callbacks: the streams (command_stream.h), and Register and the
+// store waits, which wait without a thread (call_waiters.h). The node calls and the rest use the
+// synchronous server's threads.
+using MixedService = v1::Coordinator::WithCallbackMethod_Register<
+    v1::Coordinator::WithCallbackMethod_StoreSet<v1::Coordinator::WithCallbackMethod_StoreGet<
+        v1::Coordinator::WithCallbackMethod_StoreAdd<v1::Coordinator::WithCallbackMethod_StoreWait<
+            v1::Coordinator::WithCallbackMethod_Heartbeat<
+                v1::Coordinator::WithCallbackMethod_NodeStream<v1::Coordinator::Service>>>>>>>;
+
+class CoordinatorServer::Service final : public MixedService {
  public:
   explicit Service(CoordinatorHandler* handler) : handler_(handler) {}
 
-  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
-                        v1::RegisterResponse* resp) override {
-    if (!AuthorizedRank(ctx, "Register", req->rank())) return Refused();
-    return Run(ctx, "Register", [&] { *resp = handler_->Register(*req); });
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const v1::RegisterRequest* req,
+                                     v1::RegisterResponse* resp) override {
+    auto* call = new WaitingCall(handler_);
+    if (!AuthorizedRank(ctx, "Register", req->rank())) return call->Done(Refused());
+    call->Start(ctx, [&, call] {
+      return handler_->StartRegister(
+          *req, [this, call, resp](const v1::RegisterResponse* r, const Error* e) {
+            if (r) *resp = *r;
+            call->Done(e ? StatusOf(call->peer(), "Register", *e) : grpc::Status::OK);
+          });
+    });
+    return call;
   }
 
-  grpc::Status StoreSet(grpc::ServerContext* ctx, const v1::StoreSetRequest* req,
-                        v1::StoreSetResponse*) override {
-    return Guarded(ctx, "StoreSet", [&] { handler_->store().Set(req->key(), req->value()); });
-  }
-
-  grpc::Status StoreGet(grpc::ServerContext* ctx, const v1::StoreGetRequest* req,
-                        v1::StoreGetResponse* resp) override {
-    return Guarded(ctx, "StoreGet", [&] {
-      Sliced(ctx, Bounded(ctx, req->timeout_ms()), [&](std::chrono::milliseconds slice) {
-        resp->set_value(handler_->store().Get(req->key(), slice));
-      });
+  grpc::ServerUnaryReactor* StoreSet(grpc::CallbackServerContext* ctx,
+                                     const v1::StoreSetRequest* req,
+                                     v1::StoreSetResponse*) override {
+    return Unary(ctx, "StoreSet", [&] {
+      handler_->store().Set(req->key(), req->value());
+      handler_->StoreChanged();
     });
   }
 
-  grpc::Status StoreAdd(grpc::ServerContext* ctx, const v1::StoreAddRequest* req,
-                        v1::StoreAddResponse* resp) override {
-    return Guarded(ctx, "StoreAdd",
-                   [&] { resp->set_value(handler_->store().Add(req->key(), req->delta())); });
+  grpc::ServerUnaryReactor* StoreGet(grpc::CallbackServerContext* ctx,
+                                     const v1::StoreGetRequest* req,
+                                     v1::StoreGetResponse* resp) override {
+    auto* call = new WaitingCall(handler_);
+    if (!Authorized(ctx, "StoreGet")) return call->Done(Refused());
+    const std::string key = req->key();
+    call->Start(ctx, [&, call] {
+      return handler_->StartStoreWait(
+          {key}, Bounded(ctx, req->timeout_ms()), [this, call, resp, key](const Error* e) {
+            if (e) {
+              call->Done(StatusOf(call->peer(), "StoreGet", *e));
+              return;
+            }
+            try {
+              resp->set_value(handler_->store().Get(key, std::chrono::milliseconds(0)));
+              call->Done(grpc::Status::OK);
+            } catch (const Error& late) {
+              call->Done(StatusOf(call->peer(), "StoreGet", late));
+            }
+          });
+    });
+    return call;
   }
 
-  grpc::Status StoreWait(grpc::ServerContext* ctx, const v1::StoreWaitRequest* req,
-                         v1::StoreWaitResponse*) override {
-    return Guarded(ctx, "StoreWait", [&] {
-      const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-      Sliced(ctx, Bounded(ctx, req->timeout_ms()),
-             [&](std::chrono::milliseconds slice) { handler_->store().Wait(keys, slice); });
+  grpc::ServerUnaryReactor* StoreAdd(grpc::CallbackServerContext* ctx,
+                                     const v1::StoreAddRequest* req,
+                                     v1::StoreAddResponse* resp) override {
+    return Unary(ctx, "StoreAdd", [&] {
+      resp->set_value(handler_->store().Add(req->key(), req->delta()));
+      handler_->StoreChanged();
     });
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext* ctx,
-                         grpc::ServerReaderWriter<v1::Command, v1::RankStatus>* stream) override {
+  grpc::ServerUnaryReactor* StoreWait(grpc::CallbackServerContext* ctx,
+                                      const v1::StoreWaitRequest* req,
+                                      v1::StoreWaitResponse*) override {
+    auto* call = new WaitingCall(handler_);
+    if (!Authorized(ctx, "StoreWait")) return call->Done(Refused());
+    std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+    call->Start(ctx, [&, call] {
+      return handler_->StartStoreWait(
+          std::move(keys), Bounded(ctx, req->timeout_ms()), [this, call](const Error* e) {
+            call->Done(e ? StatusOf(call->peer(), "StoreWait", *e) : grpc::Status::OK);
+          });
+    });
+    return call;
+  }
+
+  grpc::ServerBidiReactor<v1::RankStatus, v1::Command>* Heartbeat(
+      grpc::CallbackServerContext* ctx) override {
     // A rank's token speaks for its own rank only: a stream it opens for another is refused.
     const Caller caller = handler_->CallerOf(Metadata(ctx, core::kTokenMetadataKey));
-    if (caller.role != CallerRole::kRank && !Authorized(ctx, "Heartbeat")) return Refused();
-    return ServeStream(
-        stream, [](const v1::RankStatus& s) { return s.rank(); },
-        [&](const v1::RankStatus& first) {
-          // Another rank's stream is refused, and logged, as AuthorizeRank refuses it.
-          return caller.role != CallerRole::kRank || caller.rank == first.rank() ||
-                 AuthorizedRank(ctx, "Heartbeat", first.rank());
-        },
-        [this](int rank, auto send) { handler_->OnStreamOpened(rank, std::move(send)); },
-        [this](const v1::RankStatus& s) { handler_->OnHeartbeat(s); },
-        [this](int rank) { handler_->OnStreamClosed(rank); });
+    const bool rank_token = caller.role == CallerRole::kRank;
+    const bool refused = !rank_token && !Authorized(ctx, "Heartbeat");
+    StreamHooks<v1::RankStatus> hooks;
+    hooks.id = [](const v1::RankStatus& s) { return s.rank(); };
+    hooks.admit = [this, ctx, caller, rank_token](const v1::RankStatus& first) {
+      // Another rank's stream is refused, and logged, as AuthorizeRank refuses it.
+      return !rank_token || caller.rank == first.rank() ||
+             AuthorizedRank(ctx, "Heartbeat", first.rank());
+    };
+    hooks.opened = [this](int rank, auto send) { handler_->OnStreamOpened(rank, std::move(send)); };
+    hooks.received = [this](const v1::RankStatus& s) { handler_->OnHeartbeat(s); };
+    hooks.closed = [this](int rank) { handler_->OnStreamClosed(rank); };
+    return new CommandStream<v1::RankStatus>(std::move(hooks), Refused(), refused);
   }
 
   grpc::Status ReportEvent(grpc::ServerContext* ctx, const v1::Event* event,
@@ -83,20 +132,21 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   }
 
   // The stream speaks for the node whose credential opened it, whatever its messages say.
-  grpc::Status NodeStream(grpc::ServerContext* ctx,
-                          grpc::ServerReaderWriter<v1::Command, v1::NodeStatus>* stream) override {
-    const auto member = AuthorizedNode(ctx, "NodeStream");
-    if (!member) return Refused();
-    return ServeStream(
-        stream, [m = *member](const v1::NodeStatus&) { return m; },
-        [](const v1::NodeStatus&) { return true; },
-        [this](int m, auto send) { handler_->OnNodeStreamOpened(m, std::move(send)); },
-        [this, m = *member](const v1::NodeStatus& s) {
-          v1::NodeStatus mine = s;
-          mine.set_member_id(m);
-          handler_->OnNodeStatus(mine);
-        },
-        [this](int m) { handler_->OnNodeStreamClosed(m); });
+  grpc::ServerBidiReactor<v1::NodeStatus, v1::Command>* NodeStream(
+      grpc::CallbackServerContext* ctx) override {
+    const std::optional<int> member = AuthorizedNode(ctx, "NodeStream");
+    const int m = member.value_or(-1);
+    StreamHooks<v1::NodeStatus> hooks;
+    hooks.id = [m](const v1::NodeStatus&) { return m; };
+    hooks.admit = [](const v1::NodeStatus&) { return true; };
+    hooks.opened = [this](int id, auto send) { handler_->OnNodeStreamOpened(id, std::move(send)); };
+    hooks.received = [this, m](const v1::NodeStatus& s) {
+      v1::NodeStatus mine = s;
+      mine.set_member_id(m);
+      handler_->OnNodeStatus(mine);
+    };
+    hooks.closed = [this](int id) { handler_->OnNodeStreamClosed(id); };
+    return new CommandStream<v1::NodeStatus>(std::move(hooks), Refused(), !member);
   }
 
   grpc::Status PushFile(grpc::ServerContext* ctx, const v1::FileChunk* chunk,
@@ -127,34 +177,10 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   }
 
  private:
-  // One stream per rank or node, named by its first message, which `admit` may refuse. Commands
-  // are written from other threads through `send`, under a mutex the stream's end waits on, so no
-  // write outlives it.
-  template <typename Message, typename Id, typename Admit, typename Opened, typename Received,
-            typename Closed>
-  static grpc::Status ServeStream(grpc::ServerReaderWriter<v1::Command, Message>* stream, Id id,
-                                  Admit admit, Opened opened, Received received, Closed closed) {
-    Message message;
-    if (!stream->Read(&message)) return grpc::Status::OK;
-    if (!admit(message)) return Refused();
-    const int who = id(message);
-    auto write_mu = std::make_shared<std::mutex>();
-    opened(who, std::function<bool(const v1::Command&)>([stream, write_mu](const v1::Command& cmd) {
-             std::lock_guard<std::mutex> lock(*write_mu);
-             return stream->Write(cmd);
-           }));
-    do {
-      if (id(message) == who) received(message);  // a stream speaks for one rank or node only
-    } while (stream->Read(&message));
-    closed(who);
-    std::lock_guard<std::mutex> lock(*write_mu);
-    return grpc::Status::OK;
-  }
-
   // A store wait as long as the caller asked, but never past its call's deadline (nobody would
   // take the answer) nor a day, so a hostile timeout (-1, INT64_MAX) neither overflows the
   // clock nor holds a thread.
-  static std::chrono::milliseconds Bounded(grpc::ServerContext* ctx, int64_t timeout_ms) {
+  static std::chrono::milliseconds Bounded(grpc::ServerContextBase* ctx, int64_t timeout_ms) {
     using std::chrono::milliseconds;
     milliseconds bound = std::chrono::hours(24);
     const auto deadline = ctx->deadline();
@@ -166,51 +192,23 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
                     std::min(milliseconds(std::max<int64_t>(timeout_ms, 0)), bound));
   }
 
-  // A blocking store call in slices of at most 250 ms, so that it ends once its caller is gone or
-  // the server shuts down (gRPC cancels the call then) instead of holding a thread, and the
-  // launcher's exit, for the whole timeout. The last slice's timeout names the whole wait.
-  template <typename F>
-  static void Sliced(grpc::ServerContext* ctx, std::chrono::milliseconds timeout, F&& call) {
-    using std::chrono::milliseconds;
-    constexpr milliseconds kSlice(250);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
-                                                      deadline - std::chrono::steady_clock::now()));
-      try {
-        call(std::min(left, kSlice));
-        return;
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kTimeout) throw;
-        if (ctx->IsCancelled()) throw Error(ErrorKind::kPeerGone, "the store call was cancelled");
-        if (left > kSlice) continue;
-        // "store wait timed out after 250 ms; missing keys: k" -> the whole wait's duration.
-        const std::string what = e.what();
-        const size_t rest = what.find(';');
-        throw Error(ErrorKind::kTimeout, "store wait timed out after " +
-                                             std::to_string(timeout.count()) + " ms" +
-                                             (rest == std::string::npos ? "" : what.substr(rest)));
-      }
-    }
-  }
-
-  static std::string Metadata(grpc::ServerContext* ctx, const char* key) {
+  static std::string Metadata(grpc::ServerContextBase* ctx, const char* key) {
     const auto& md = ctx->client_metadata();
     auto it = md.find(key);
     return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
   }
 
-  bool Authorized(grpc::ServerContext* ctx, const char* method,
+  bool Authorized(grpc::ServerContextBase* ctx, const char* method,
                   CallerRole needed = CallerRole::kRank) {
     return handler_->Authorize(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method, needed);
   }
 
-  bool AuthorizedRank(grpc::ServerContext* ctx, const char* method, int rank) {
+  bool AuthorizedRank(grpc::ServerContextBase* ctx, const char* method, int rank) {
     return handler_->AuthorizeRank(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method,
                                    rank);
   }
 
-  std::optional<int> AuthorizedNode(grpc::ServerContext* ctx, const char* method) {
+  std::optional<int> AuthorizedNode(grpc::ServerContextBase* ctx, const char* method) {
     return handler_->AuthorizeNode(Metadata(ctx, core::kTokenMetadataKey),
                                    Metadata(ctx, core::kNodeMetadataKey), ctx->peer(), method);
   }
@@ -230,7 +228,7 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
   }
 
   template <typename F>
-  grpc::Status Guarded(grpc::ServerContext* ctx, const char* method, F&& body,
+  grpc::Status Guarded(grpc::ServerContextBase* ctx, const char* method, F&& body,
                        CallerRole needed = CallerRole::kRank) {
     if (!Authorized(ctx, method, needed)) return Refused();
     return Run(ctx, method, std::forward<F>(body));
@@ -238,26 +236,81 @@ class CoordinatorServer::Service final : public v1::Coordinator::Service {
 
   // The body of an authorised call, its errors as gRPC statuses.
   template <typename F>
-  grpc::Status Run(grpc::ServerContext* ctx, const char* method, F&& body) {
+  grpc::Status Run(grpc::ServerContextBase* ctx, const char* method, F&& body) {
     try {
       body();
       return grpc::Status::OK;
     } catch (const Error& e) {
-      switch (e.kind()) {
-        case ErrorKind::kUnauthenticated:
-          handler_->Refuse(ctx->peer(), method, Said(e.what()));
-          return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, Said(e.what()));
-        case ErrorKind::kTimeout:
-          return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, Said(e.what()));
-        case ErrorKind::kInvalidArgument:
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, Said(e.what()));
-        default:
-          return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
-      }
+      return StatusOf(ctx->peer(), method, e);
     } catch (const std::exception& e) {
       return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
     }
   }
+
+  grpc::Status StatusOf(const std::string& peer, const char* method, const Error& e) {
+    switch (e.kind()) {
+      case ErrorKind::kUnauthenticated:
+        handler_->Refuse(peer, method, Said(e.what()));
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, Said(e.what()));
+      case ErrorKind::kTimeout:
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, Said(e.what()));
+      case ErrorKind::kInvalidArgument:
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, Said(e.what()));
+      default:
+        return grpc::Status(grpc::StatusCode::INTERNAL, Said(e.what()));
+    }
+  }
+
+  // A call that does not wait, answered on the callback thread.
+  template <typename F>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const char* method, F&& body) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(Guarded(ctx, method, std::forward<F>(body)));
+    return reactor;
+  }
+
+  // A call the coordinator holds (Register, a store wait) without a thread: it ends when its
+  // waiter does, or when its caller goes away.
+  class WaitingCall final : public grpc::ServerUnaryReactor {
+   public:
+    explicit WaitingCall(CoordinatorHandler* handler) : handler_(handler) {}
+    // Starts the wait `start` returns (nullptr: it ended already); its errors end the call.
+    template <typename F>
+    void Start(grpc::CallbackServerContext* ctx, F&& start) {
+      peer_ = ctx->peer();
+      try {
+        std::shared_ptr<CallWaiters::Waiter> waiter = start();
+        std::lock_guard<std::mutex> lock(mu_);
+        waiter_ = std::move(waiter);
+      } catch (const Error& e) {
+        Done(grpc::Status(e.kind() == ErrorKind::kInvalidArgument
+                              ? grpc::StatusCode::INVALID_ARGUMENT
+                              : grpc::StatusCode::INTERNAL,
+                          Said(e.what())));
+      }
+    }
+    // Exactly once.
+    WaitingCall* Done(const grpc::Status& status) {
+      Finish(status);
+      return this;
+    }
+    const std::string& peer() const { return peer_; }
+    void OnCancel() override {
+      std::shared_ptr<CallWaiters::Waiter> waiter;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        waiter = waiter_;
+      }
+      if (waiter) handler_->CancelWait(waiter);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    CoordinatorHandler* handler_;
+    std::string peer_;
+    std::mutex mu_;
+    std::shared_ptr<CallWaiters::Waiter> waiter_;
+  };
 
   CoordinatorHandler* handler_;
 };

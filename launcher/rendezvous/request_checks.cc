@@ -19,6 +19,11 @@ namespace {
 
 bool RankInWorld(int rank, const JobShape& shape) { return rank >= 0 && rank < shape.world_size; }
 
+bool RankOfNode(int rank, const JobShape& shape, int node_rank) {
+  return RankInWorld(rank, shape) && shape.nproc_per_node > 0 &&
+         rank / shape.nproc_per_node == node_rank;
+}
+
 void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
   if (!RankInWorld(rank, shape)) {
     Refuse(std::string(what) + " for rank " + std::to_string(rank) + " outside the world of " +
@@ -28,8 +33,8 @@ void CheckRankInWorld(int rank, const JobShape& shape, const char* what) {
 
 void CheckFileChunk(const v1::FileChunk& chunk, const JobShape& shape, int sender) {
   CheckRankInWorld(chunk.rank(), shape, "file");
-  const int node = shape.nproc_per_node > 0 ? chunk.rank() / shape.nproc_per_node : -1;
-  if (shape.nnodes < 2 || sender <= 0 || sender >= shape.nnodes || node != sender) {
+  if (shape.nnodes < 2 || sender <= 0 || sender >= shape.nnodes ||
+      !RankOfNode(chunk.rank(), shape, sender)) {
     Refuse("file for rank " + std::to_string(chunk.rank()) +
            ": only a registered agent node pushes its own ranks' files");
   }

@@ -24,6 +24,10 @@ inline constexpr int64_t kMaxPushedFileBytes = int64_t{16} << 30;
 
 bool RankInWorld(int rank, const JobShape& shape);
 
+// Whether `rank` is in the world and one of node `node_rank`'s (each node holds nproc_per_node
+// consecutive ranks).
+bool RankOfNode(int rank, const JobShape& shape, int node_rank);
+
 // Throws Error(kInvalidArgument) naming `what` for a rank outside [0, world_size).
 void CheckRankInWorld(int rank, const JobShape& shape, const char* what);
 

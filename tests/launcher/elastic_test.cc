@@ -139,7 +139,7 @@ JobPlan ElasticPlan(int min, int max, int nnodes, int max_restarts) {
   setup.role = NodeRoleKind::kCoordinatorHost;
   Membership m;
   m.nnodes = nnodes;
-  return JobPlan(o, setup, JobIdentity{"run", "a", 1, "a:2", m}, {"x"}, {});
+  return JobPlan(o, setup, JobIdentity{"run", "a", 1, "a:2", m, false}, {"x"}, {});
 }
 
 TEST(ElasticPlanTest, ALostNodeIsAMembershipChangeWhileMinRemains) {

@@ -30,7 +30,7 @@ JobPlan Plan(LaunchOptions o, NodeRoleKind role = NodeRoleKind::kSingleNode,
   Membership first;
   first.node_rank = o.node_rank;
   first.nnodes = o.nnodes;
-  JobIdentity id{"run", "10.0.0.1", 29500, "10.0.0.1:29400", first};
+  JobIdentity id{"run", "10.0.0.1", 29500, "10.0.0.1:29400", first, false};
   return JobPlan(std::move(o), setup, id, {"/bin/prog", "arg"}, std::move(env));
 }
 
