@@ -75,7 +75,9 @@ void HostedCoordinator::UpdateLive(bool now) {
   // Heartbeats come every 200 ms (Python) or every heartbeat interval (native, 1 s by default):
   // a fresher view finds nothing new, and costs a pass over every rank.
   const int64_t t = base::UnixMillis();
-  if (!view_ || (!now && t - live_unix_ms_ < live_every_ms_)) return;
+  if (!view_) return;
+  const int64_t every = view_->agents_seen() ? 200 : native_live_every_ms_;
+  if (!now && t - live_unix_ms_ < every) return;
   live_unix_ms_ = t;
   LiveJobFacts f;
   f.run_id = run_id_;
@@ -121,11 +123,8 @@ void HostedCoordinator::Watch(const JobPlan& plan, Supervisor* supervisor) {
     straggler_.reset();
   }
   monitor_.reset();
-  live_every_ms_ = plan.expects_python_agent()
-                       ? 200
-                       : std::max<int64_t>(200, plan.options().heartbeat_interval.count());
-  view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir(),
-                                        plan.expects_python_agent());
+  native_live_every_ms_ = std::max<int64_t>(200, plan.options().heartbeat_interval.count());
+  view_ = std::make_shared<LiveJobView>(&handler_, supervisor, plan.world_size(), plan.run_dir());
   LiveDumpOptions dump;
   dump.attempt = plan.membership().attempt;
   dumps_ = std::make_unique<DumpService>(view_, dump);

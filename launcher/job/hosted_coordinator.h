@@ -100,8 +100,10 @@ class HostedCoordinator : public CoordinatorListener {
   std::string live_file_;     // live.json once written
   std::string run_id_;
   int64_t start_unix_ms_ = 0;
-  int64_t live_unix_ms_ = 0;     // of the last UpdateLive
-  int64_t live_every_ms_ = 200;  // how often live.json is rewritten
+  int64_t live_unix_ms_ = 0;  // of the last UpdateLive
+  // How often live.json is rewritten for native ranks (their heartbeat interval); every 200 ms
+  // once a rank said it runs the Python agent.
+  int64_t native_live_every_ms_ = 200;
   int restarts_ = 0;
   int nnodes_ = 1;
   std::string hang_headline_;

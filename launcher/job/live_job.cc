@@ -28,12 +28,11 @@ core::RankStatus FromProto(const v1::RankStatus& s) {
 }
 
 LiveJobView::LiveJobView(CoordinatorHandler* coordinator, Supervisor* supervisor, int world_size,
-                         std::string run_dir, bool agent_files)
+                         std::string run_dir)
     : coordinator_(coordinator),
       supervisor_(supervisor),
       world_size_(world_size),
-      run_dir_(std::move(run_dir)),
-      agent_files_(agent_files) {}
+      run_dir_(std::move(run_dir)) {}
 
 std::vector<RankLiveState> LiveJobView::Ranks() {
   std::vector<RankLiveState> ranks(world_size_);
@@ -71,7 +70,9 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
   }
   for (RankLiveState& s : ranks) {
     if (s.exited && s.remote) continue;
-    if (!agent_files_ && !piped[s.rank]) continue;
+    // The agent's first heartbeat came down its pipe: without one, the rank has no agent.
+    if (!piped[s.rank]) continue;
+    agents_seen_ = true;
     // A Python rank reports through its agent's heartbeat file instead of a heartbeat stream;
     // another node's agent keeps node 0's copy of that file current. One that cannot write the
     // file sends the heartbeat through its pipe: the newer of the two counts.

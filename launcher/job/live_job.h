@@ -3,6 +3,7 @@
 // and the Python agents' heartbeat files their nodes push).
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,12 +18,17 @@ namespace dlaunch::launcher {
 class LiveJobView : public JobView {
  public:
   // `world_size` ranks; those not supervised here (other nodes') are known by heartbeats only.
-  // `agent_files`: the ranks run the Python agent, whose heartbeats are files (a native job's
-  // come over gRPC only, and its thousand rank folders are not read at every tick).
+  // A rank runs the Python agent when the agent said so as it started (its first heartbeat, sent
+  // down its pipe, relayed by its node): only those ranks' heartbeat files are read, so a native
+  // job's thousand rank folders are not read at every tick, and a Python rank is found however
+  // its interpreter was started (`script.py`, `-- python3 script.py`, `-m`, a wrapper).
   LiveJobView(CoordinatorHandler* coordinator, Supervisor* supervisor, int world_size,
-              std::string run_dir, bool agent_files = true);
+              std::string run_dir);
 
   std::vector<RankLiveState> Ranks() override;
+  // Some rank said it runs the Python agent (its heartbeats come every 200 ms, not every
+  // heartbeat interval), as of the last Ranks(). Thread-safe.
+  bool agents_seen() const { return agents_seen_; }
   void RequestDump(const std::string& reason) override;
   std::map<int, std::string> RemoteStacks(const std::vector<int>& ranks,
                                           std::chrono::milliseconds timeout) override;
@@ -38,7 +44,7 @@ class LiveJobView : public JobView {
   Supervisor* supervisor_;
   int world_size_;
   std::string run_dir_;
-  bool agent_files_;
+  std::atomic<bool> agents_seen_{false};
   std::mutex stacks_mu_;  // one STACKS at a time: a dump's and the hang monitor's
   int stacks_id_ = 0;     // of the last STACKS command
   std::mutex stragglers_mu_;

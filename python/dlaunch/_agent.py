@@ -153,7 +153,9 @@ class Agent:
         self.hooks = _torch_hooks.install(self)
         self._request_stamp = _request_stamp(self._path(DUMP_REQUEST_FILE))
         self._install_exit_handlers()
-        self._write_heartbeat()
+        # The launcher learns that this rank runs the agent from the rank itself, whatever
+        # command line started the interpreter: the first heartbeat also goes down the pipe.
+        self._write_heartbeat(announce=True)
         t = threading.Thread(target=self._loop, name="dlaunch-agent", daemon=True)
         t.start()
 
@@ -409,24 +411,29 @@ class Agent:
         status.update(_memory.cuda_stats())
         return status
 
-    def _write_heartbeat(self):
+    def _write_heartbeat(self, announce=False):
         if self._detached:
             return None
         status = self._status()
         try:
             _files.write_json(self._path(HEARTBEAT_FILE), status)
+            if announce:
+                self._send_heartbeat(status, None)
         except OSError as e:
             self._send_heartbeat(status, e)
         return status
 
     def _send_heartbeat(self, status, error):
-        """heartbeat.json could not be written: the same document, with the reason, as one line
-        through the launcher's pipe, which needs no disk. A line the launcher has no room for
-        yet is dropped (the next one follows within a wake)."""
+        """The heartbeat as one line through the launcher's pipe, which needs no disk: once as
+        the agent starts (error None: the rank says it runs the agent), then whenever
+        heartbeat.json could not be written, with the reason. A line the launcher has no room
+        for yet is dropped (the next one follows within a wake)."""
         if self._pipe is None:
             return
         doc = dict(status)
-        doc["write_error"] = "%s: [Errno %s] %s" % (HEARTBEAT_FILE, error.errno, error.strerror)
+        if error is not None:
+            doc["write_error"] = "%s: [Errno %s] %s" % (HEARTBEAT_FILE, error.errno,
+                                                        error.strerror)
         line = json.dumps(doc, separators=(",", ":")) + "\n"
         if len(line) > _PIPE_BUF:
             # The straggler figures and the call site are what can grow; liveness needs neither.

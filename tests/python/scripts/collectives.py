@@ -1,6 +1,7 @@
 # Gloo collectives with one fault chosen by the first argument:
-#   ok | size | dtype | op | sleep | stop | silent
-# The fault hits rank 1 at step 3; the other ranks go on as usual.
+#   ok | size | dtype | op | sleep | stop | silent | oom
+# The fault hits rank 1 at step 3; the other ranks go on as usual. oom asks the CPU allocator
+# for 16 TiB.
 import os
 import signal
 import sys
@@ -25,6 +26,8 @@ for step in range(steps):
             time.sleep(3600)
         elif mode == "stop":
             os.kill(os.getpid(), signal.SIGSTOP)
+        elif mode == "oom":
+            torch.empty(1 << 42)
     if mode == "silent" and step == 2:
         time.sleep(float(os.environ.get("SILENT_S", "4")))
     t = torch.ones(n, dtype=dtype)
