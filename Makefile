@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build build-run run test torch2 bench chaos format clean
+.PHONY: deps test-deps configure build build-run run test torch2 bench chaos format clean
 
 deps:
 	./scripts/install-deps.sh
@@ -29,9 +29,14 @@ run: build-run
 
 # A test that fails is run once more and counted failed only if it fails again, so that one slow
 # try on a loaded machine does not sink the whole run; ctest still prints every failed try.
-test: configure
+# The test tools are installed before CMake first configures, so a fresh machine's first
+# `make test` (or a `make run` before it) never caches a tool as missing; the tests also look
+# their tools up on PATH when they run.
+test-deps:
 	./scripts/install-deps.sh --test
-	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-deps
+	$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 --repeat until-pass:2
 
 # The torch 2.x venv (.venv-torch2, python/torch2-requirements.txt) the Python agent's tests also

@@ -122,7 +122,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
 }
 
 std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(
-    std::chrono::milliseconds timeout) const {
+    std::chrono::milliseconds timeout, Readiness readiness) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->AddMetadata(kTokenMetadataKey, token_);
   {
@@ -131,7 +131,7 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(
   }
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
   // Ranks may start before the coordinator's port answers; wait for it instead of failing fast.
-  ctx->set_wait_for_ready(true);
+  ctx->set_wait_for_ready(readiness == Readiness::kWait);
   return ctx;
 }
 

@@ -39,9 +39,14 @@ class CoordinatorClient {
   // One round trip, at most `timeout`.
   void ReportEvent(const v1::Event& event, std::chrono::milliseconds timeout);
 
+  // Whether a call waits, up to its deadline, for a coordinator that does not answer yet (a rank
+  // or a node that may start before node 0 listens), or fails at once (node 0 answered before,
+  // so a refused connection means it is gone).
+  enum class Readiness { kWait, kFailFast };
   // A context carrying the token (and the node credential, once set), with a deadline `timeout`
   // from now.
-  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout) const;
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout,
+                                                  Readiness readiness = Readiness::kWait) const;
   // A node agent: every later call carries `credential`, which node 0 gave it at its first
   // RegisterNode. Does not block; safe beside calls on other threads.
   void SetNodeCredential(const std::string& credential);

@@ -6,8 +6,9 @@
 #   scripts/torch2-venv.sh [VENV]     default: .venv-torch2 in the repository
 #
 # Idempotent: a venv whose stamp matches the requirements file is left as it is. Downloads only
-# here (pip's cache is used); the tests never download. Exit 0 and the venv, or exit 1 and one
-# line saying why (no python3.11, the package index not reachable...), the old venv kept.
+# here (pip's cache is used); the tests never download. Exit 0 and the venv; exit 3 and one line
+# when the package index cannot be reached (CI then skips the torch 2.x tier); exit 1 and one
+# line for any other failure (no python3.11, an install that failed), the old venv kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="$(realpath -m "${1:-.venv-torch2}")"
@@ -29,8 +30,15 @@ fi
 # Built beside the final place and moved in when complete: an interrupted install never leaves
 # a venv the tests would take for a good one.
 tmp="$venv.tmp.$$"
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$tmp.probe"' EXIT
 rm -rf "$tmp"
+# Whether the index answers at all: the smallest pinned wheel, fetched alone.
+probe="$(grep -m1 -E '^filelock==' "$req" | cut -d' ' -f1)"
+if ! "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  -d "$tmp.probe" "$probe" >/dev/null 2>&1; then
+  echo "torch2-venv: the package index cannot be reached (pip download $probe failed)" >&2
+  exit 3
+fi
 "$py" -m venv "$tmp"
 if ! nice -n 10 "$tmp/bin/python" -m pip install --quiet --disable-pip-version-check \
   --no-deps --require-hashes --only-binary=:all: -r "$req" 2>"$tmp.log"; then

@@ -334,13 +334,14 @@ JobShape CoordinatorHandler::Shape() const {
 bool CoordinatorHandler::WriteFileChunk(int member_id, const v1::FileChunk& chunk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto node = member_id > 0 ? rounds_.RankOf(member_id) : std::nullopt;
-    CheckFileChunk(chunk, ShapeLocked(), node.value_or(-1));
-    if (const std::string cut = pushed_.Admit(*node, chunk); !cut.empty()) {
+    // CheckFileChunk refuses a sender that is not a registered node (-1).
+    const int node = (member_id > 0 ? rounds_.RankOf(member_id) : std::nullopt).value_or(-1);
+    CheckFileChunk(chunk, ShapeLocked(), node);
+    if (const std::string cut = pushed_.Admit(node, chunk); !cut.empty()) {
       // Dropped, not refused: the agent goes on with its other files, and nothing it sends
       // later makes the folder bigger.
-      if (told_dropped_.insert(*node).second) {
-        std::cerr << "dlaunch: node " << *node << ": " << cut << "; not keeping "
+      if (told_dropped_.insert(node).second) {
+        std::cerr << "dlaunch: node " << node << ": " << cut << "; not keeping "
                   << "rank" << chunk.rank() << "/" << chunk.name() << " and whatever else passes it"
                   << std::endl;
       }

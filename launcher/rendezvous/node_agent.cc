@@ -12,8 +12,10 @@ constexpr std::chrono::milliseconds kRpcTimeout{5000};
 
 NodeAgent::NodeAgent(std::shared_ptr<core::CoordinatorClient> client, int node_rank)
     : client_(std::move(client)), node_rank_(node_rank), files_([this](const v1::FileChunk& c) {
+        // Node 0 answered this node's join: a refused push means it is gone, and waiting for it
+        // would hold this node's exit for the whole deadline.
         v1::FileAck ack;
-        auto ctx = client_->NewContext(kRpcTimeout);
+        auto ctx = client_->NewContext(kRpcTimeout, core::CoordinatorClient::Readiness::kFailFast);
         return client_->stub().PushFile(ctx.get(), c, &ack).ok();
       }) {}
 
@@ -30,7 +32,11 @@ NodeAgent::~NodeAgent() {
 v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
                                  std::chrono::milliseconds timeout) {
   v1::NodeResponse resp;
-  auto ctx = client_->NewContext(timeout + kRpcTimeout);
+  // The first join may come before node 0 listens; a later one (the next attempt) finds it
+  // gone when the job is over, and then this node's own verdict stands at once.
+  auto ctx = client_->NewContext(timeout + kRpcTimeout,
+                                 joined_ ? core::CoordinatorClient::Readiness::kFailFast
+                                         : core::CoordinatorClient::Readiness::kWait);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (join_cancelled_)
@@ -48,6 +54,7 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
                 "the coordinator refused this node: " + status.error_message());
   }
   if (!status.ok()) core::ThrowRpcError(status, "joining node 0's coordinator");
+  joined_ = true;
   return resp;
 }
 

@@ -3,6 +3,7 @@
 // ranks' run-directory files current.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -70,6 +71,7 @@ class NodeAgent {
   std::unique_ptr<grpc::ClientContext> ctx_;
   grpc::ClientContext* join_ctx_ = nullptr;  // the Join under way, under mu_
   bool join_cancelled_ = false;
+  std::atomic<bool> joined_{false};  // a Join succeeded: node 0 was there
   std::thread thread_;
   RankFilePusher files_;
 };

@@ -5,6 +5,25 @@ import tempfile
 
 EVENTS_SCHEMA = "dlaunch.events/1"
 
+
+def _process_umask():
+    """The umask the launcher gave the rank (--run-dir-mode), read without changing it where
+    Linux says it (os.umask would set it, for a moment, for every thread of the rank)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+# Files get the bits open(2) with 0644 gives them: 0600 in a private run directory.
+_FILE_MODE = 0o644 & ~_process_umask()
+
 def write_atomically(path, text, durable=False):
     """Writes text as docs/run-directory.md says: a temporary file of its own in the same folder
     (tempfile.mkstemp, `<name>.tmp.<unique>`), fsync when `durable`, then rename(2) over the
@@ -20,7 +39,7 @@ def write_atomically(path, text, durable=False):
     fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=name + ".tmp.")
     try:
         try:
-            os.fchmod(fd, 0o644)
+            os.fchmod(fd, _FILE_MODE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

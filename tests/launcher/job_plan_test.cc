@@ -106,7 +106,11 @@ TEST(JobPlanTest, NcclInfoLogsTheSubsystemsTheAnalysisReads) {
 
 TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
   const NodeSetup setup;
-  const JobIdentity id{"run", "127.0.0.1", 29500, "127.0.0.1:29400"};
+  JobIdentity id;
+  id.run_id = "run";
+  id.master_addr = "127.0.0.1";
+  id.master_port = 29500;
+  id.coordinator = "127.0.0.1:29400";
   const std::map<std::string, std::string> env = {{"PYTHONPATH", "/mine"},
                                                   {"TORCH_NCCL_TRACE_BUFFER_SIZE", "50"}};
   LaunchOptions o = Options(1);
@@ -133,7 +137,11 @@ TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
 
 TEST(JobPlanTest, EnvPythonPathKeepsTheAgentFirst) {
   const NodeSetup setup;
-  const JobIdentity id{"run", "127.0.0.1", 29500, "127.0.0.1:29400"};
+  JobIdentity id;
+  id.run_id = "run";
+  id.master_addr = "127.0.0.1";
+  id.master_port = 29500;
+  id.coordinator = "127.0.0.1:29400";
   LaunchOptions o = Options(1);
   o.program = {"t.py"};
   o.env = {{"PYTHONPATH", "/theirs:/more"}};
@@ -170,7 +178,13 @@ TEST(AgentLoadWatchTest, SaysOnceForRanksWithoutAHeartbeat) {
   }
   std::ofstream(slots[0].dir + "/heartbeat.json") << "{}";
   AttemptResult now;
-  for (int r = 0; r < 3; ++r) now.ranks.push_back({r, r, 100 + r, 1000});
+  for (int r = 0; r < 3; ++r) {
+    RankOutcome o;
+    o.rank = o.local_rank = r;
+    o.pid = 100 + r;
+    o.start_unix_ms = 1000;
+    now.ranks.push_back(o);
+  }
   AgentLoadWatch watch(std::chrono::seconds(15));
   EXPECT_EQ(watch.Check(now, slots, 5000), "");  // still starting
   now.ranks[2].exited = true;  // torn down or killed before Python ran: no verdict

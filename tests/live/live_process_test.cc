@@ -21,6 +21,7 @@
 
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/test_tools.h"
 
 namespace dlaunch::testing {
 namespace {
@@ -264,9 +265,10 @@ TEST_F(LiveProcessTest, HealthzAnswers503OnceARankHasFailed) {
 }
 
 TEST_F(LiveProcessTest, MetricsScrapedByPromtoolAndPrometheusWhileAnIdleClientWaits) {
-  if (std::string(PROMETHEUS_BIN).empty() || std::string(PROMTOOL_BIN).empty()) {
-    GTEST_SKIP() << "prometheus/promtool not installed (scripts/install-deps.sh --test)";
-  }
+  const std::string prometheus_bin = FindTestTool({"prometheus"});
+  const std::string promtool_bin = FindTestTool({"promtool"});
+  DLAUNCH_REQUIRE_TOOL(prometheus_bin, "prometheus", "scripts/install-deps.sh --test");
+  DLAUNCH_REQUIRE_TOOL(promtool_bin, "promtool", "scripts/install-deps.sh --test");
   Launched job(Job(400, {"--metrics-port", "0"}));
   const int port = WaitForMetricsPort(job, seconds(30));
   ASSERT_GT(port, 0) << job.err_text();
@@ -305,8 +307,7 @@ TEST_F(LiveProcessTest, MetricsScrapedByPromtoolAndPrometheusWhileAnIdleClientWa
   // promtool's linter over the exposition.
   const fs::path exposition = dir_.path() / "metrics.txt";
   std::ofstream(exposition) << metrics;
-  Launched promtool(
-      {"/bin/sh", "-c", std::string(PROMTOOL_BIN) + " check metrics < " + exposition.string()});
+  Launched promtool({"/bin/sh", "-c", promtool_bin + " check metrics < " + exposition.string()});
   EXPECT_EQ(promtool.Wait(seconds(30)), 0) << Text(promtool.out_lines) << promtool.err_text();
 
   // A real Prometheus server scraping the job every second; its API shows a per-rank series.
@@ -316,7 +317,7 @@ TEST_F(LiveProcessTest, MetricsScrapedByPromtoolAndPrometheusWhileAnIdleClientWa
                            "scrape_configs:\n  - job_name: dlaunch\n    static_configs:\n"
                            "      - targets: ['127.0.0.1:"
                         << port << "']\n";
-  Launched prom({PROMETHEUS_BIN, "--config.file=" + config.string(),
+  Launched prom({prometheus_bin, "--config.file=" + config.string(),
                  "--storage.tsdb.path=" + (dir_.path() / "tsdb").string(),
                  "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)});
   httplib::Client api("127.0.0.1", prom_port);

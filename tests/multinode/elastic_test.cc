@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -40,6 +41,42 @@ TEST_F(ElasticJobTest, ThreeLaunchersWithoutNodeRankTakeRanksInJoinOrder) {
   }
   EXPECT_EQ(groups.size(), 3u);  // nobody else became node 0
   EXPECT_EQ(Json(run / "summary.json")["nodes"].size(), 3u);
+}
+
+// 16 launchers of 8 ranks each in one shared run directory (a shared file system, as under
+// Slurm): node 0 answers every node's last join and goes. A joining node's last push then finds
+// node 0 gone, and must fail at once instead of waiting out its 5 s deadline for a coordinator
+// that will not come back; every launcher ends within moments of node 0.
+TEST_F(ElasticJobTest, JoiningLaunchersEndWithNodeZero) {
+  nproc_ = "8";
+  std::vector<std::unique_ptr<Launched>> launchers;
+  for (int i = 0; i < 16; ++i) launchers.push_back(Start("shared", "16", "true"));
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> ended(launchers.size());
+  const auto deadline = std::chrono::steady_clock::now() + seconds(90);
+  size_t left = launchers.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < launchers.size(); ++i) {
+      if (ended[i]) continue;
+      const int code = launchers[i]->Wait(std::chrono::milliseconds(10));
+      if (code == -1) continue;
+      EXPECT_EQ(code, 0) << launchers[i]->err_text();
+      ended[i] = std::chrono::steady_clock::now();
+      --left;
+    }
+  }
+  ASSERT_EQ(left, 0u);
+  std::optional<size_t> zero;
+  for (size_t i = 0; i < launchers.size(); ++i)
+    if (Has(launchers[i]->err_text(), "dlaunch: node 0, coordinator on")) zero = i;
+  ASSERT_TRUE(zero.has_value());
+  for (size_t i = 0; i < launchers.size(); ++i) {
+    const auto after_zero = *ended[i] - *ended[*zero];
+    EXPECT_LT(after_zero, seconds(3))
+        << "launcher " << i << " ended "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(after_zero).count()
+        << " ms after node 0\n"
+        << launchers[i]->err_text();
+  }
 }
 
 TEST_F(ElasticJobTest, MinNodesStartAfterTheLastCall) {

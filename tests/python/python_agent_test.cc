@@ -75,9 +75,15 @@ TEST_F(PythonAgentTest, HealthyJobWritesFlightHeartbeatAndTelemetry) {
   for (std::string line; std::getline(lines, line); ++n)
     EXPECT_EQ(nlohmann::json::parse(line).value("schema", ""), "dlaunch.events/1") << line;
   EXPECT_GT(n, 0);
-  // No temporary file of the agent's atomic writes is left behind.
-  for (const auto& entry : std::filesystem::directory_iterator(RankDir(1)))
+  // No temporary file of the agent's atomic writes is left behind, and every file the agent
+  // wrote is private (0600 under the default --run-dir-mode 0700), as the launcher's are.
+  for (const auto& entry : std::filesystem::directory_iterator(RankDir(1))) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+    const auto perms = entry.status().permissions();
+    EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none)
+        << entry.path();
+  }
 }
 
 // Rank 1 all-reduces 1024 floats more at #3; Gloo aborts a healthy rank that received them

@@ -13,6 +13,7 @@
 #include "launcher/report/svg_chart.h"
 #include "process_harness.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/test_tools.h"
 #include "tests/report/report_fixture.h"
 
 namespace dlaunch::testing {
@@ -28,10 +29,12 @@ struct Page {
 };
 
 // Loads `url` in headless Chromium and returns the DOM after scripts ran, and its log.
+std::string Chromium() { return FindTestTool({"chromium", "chromium-browser"}); }
+
 Page LoadUrlInChromium(const std::string& url, const fs::path& scratch) {
   const fs::path profile = scratch / "chromium-profile";
   fs::create_directories(profile);
-  Launched browser({CHROMIUM_BIN, "--headless", "--no-sandbox", "--disable-gpu",
+  Launched browser({Chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                     "--disable-background-networking", "--disable-component-update",
                     "--no-first-run", "--user-data-dir=" + profile.string(),
                     "--enable-logging=stderr", "--dump-dom", url});
@@ -88,8 +91,7 @@ size_t Count(const std::string& text, const std::string& what) {
 class ReportBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(CHROMIUM_BIN))
-      GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";
+    DLAUNCH_REQUIRE_TOOL(Chromium(), "chromium", "scripts/install-deps.sh --test");
   }
 };
 
