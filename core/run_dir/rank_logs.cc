@@ -24,10 +24,6 @@ std::vector<std::string> ReadLogTail(const std::string& path, size_t n) {
   return base::TailLines(path, n);
 }
 
-int64_t LastOutputUnixMs(const RankDir& dir) {
-  return std::max(base::MtimeUnixMs(dir.stdout_log()), base::MtimeUnixMs(dir.stderr_log()));
-}
-
 std::vector<std::string> ReadNcclWarnings(const RankDir& dir) {
   std::error_code ec;
   std::vector<fs::path> logs;

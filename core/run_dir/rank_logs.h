@@ -21,9 +21,9 @@ void WriteStacks(const std::string& path, const std::string& text);
 std::string ReadStacks(const std::string& path);
 
 // The last `n` non-empty lines of a log (its last 64 KiB at most). Never throws.
+// The logs' modification times are deliberately not read: `cp -r` or an archive resets them, and a
+// diagnosis must read the same from a copy, so durations come from the records' own timestamps.
 std::vector<std::string> ReadLogTail(const std::string& path, size_t n);
-// Latest modification of stdout.log and stderr.log in Unix ms; 0 when neither exists.
-int64_t LastOutputUnixMs(const RankDir& dir);
 
 // WARN lines of the rank's NCCL logs, at most kMaxNcclWarnings (then a "... more" line). Never
 // throws; skips anything that is not a regular file.

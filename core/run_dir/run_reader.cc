@@ -6,6 +6,7 @@
 #include "core/base/format.h"
 #include "core/base/parallel.h"
 #include "core/error.h"
+#include "core/run_dir/heartbeat_file.h"
 #include "core/run_dir/rank_logs.h"
 
 namespace dlaunch::rundir {
@@ -65,7 +66,12 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
   files.py_stacks = ReadStacks(dir.py_stacks());
   files.nccl_warnings = ReadNcclWarnings(dir);
   files.stderr_tail = ReadLogTail(dir.stderr_log(), kStderrTailLines);
-  files.last_output_unix_ms = LastOutputUnixMs(dir);
+  Heartbeat beat;
+  std::vector<std::string> ignored;  // the agent's channel: a damaged one is no missing evidence
+  if (ReadHeartbeat(dir.heartbeat(), RankFileLabel(rank, dir.heartbeat()), &beat, &ignored) ==
+      FileState::kOk) {
+    files.heartbeat_unix_ms = beat.unix_ms;
+  }
   return files;
 }
 

@@ -39,7 +39,9 @@ struct RankFiles {
   std::string py_stacks;             // py_stacks.txt (Python ranks)
   std::vector<std::string> nccl_warnings;
   std::vector<std::string> stderr_tail;  // last lines of stderr.log
-  int64_t last_output_unix_ms = 0;       // mtime of stdout.log / stderr.log, 0 when absent
+  // heartbeat.json's unix_ms (Python ranks' agent): the rank was alive then; 0 when absent. Only
+  // times written inside the files count, never the files' own times (a copy resets those).
+  int64_t heartbeat_unix_ms = 0;
 };
 
 struct RunFiles {

@@ -21,6 +21,7 @@ std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions
     for (const FactsEnricher& enrich : enrichers) enrich(rec, facts.back());
   }
   MarkLostNodes(run, facts);
+  if (options.now_unix_ms == 0) ReferToTheRecordedEnd(run, facts);
   return facts;
 }
 

@@ -19,8 +19,10 @@
 namespace dlaunch::launcher {
 
 struct AnalyzeOptions {
-  // Wall-clock "now" of a live diagnosis; 0 for offline use, where each rank's own latest record
-  // (flight dump, summary end, last event) stands for "now".
+  // Wall-clock "now" of a live diagnosis; 0 for offline use, where an exited rank's own latest
+  // record (flight dump, summary end, last event, heartbeat.json) stands for "now", and for the
+  // others the run's latest record (RecordedEndUnixMs). Offline nothing reads the clock or a
+  // file's modification time, so a copied run directory reads the same.
   int64_t now_unix_ms = 0;
   std::string trigger;          // copied into Diagnosis::trigger
   bool hang_suspected = false;  // a live monitor saw a stall: report a hang even without timeouts
@@ -29,7 +31,8 @@ struct AnalyzeOptions {
 };
 
 // The facts Analyze infers from, one per rank of `run`: GatherFacts, the evidence Python ranks
-// leave (python_evidence.h), `enrichers`, then the ranks of lost nodes (MarkLostNodes). The
+// leave (python_evidence.h), `enrichers`, then the ranks of lost nodes (MarkLostNodes) and,
+// offline, the run's recorded end for ranks with no recorded exit (ReferToTheRecordedEnd). The
 // launcher's root-cause block picks over these same facts, so it names the rank the diagnosis
 // names. Never throws.
 std::vector<RankFacts> GatherRunFacts(const RunSnapshot& run, const FactsOptions& options,

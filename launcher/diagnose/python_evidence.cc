@@ -213,7 +213,7 @@ void UseTorchFlightWithoutOther(RunSnapshot* run) {
     flight.rank = r.rank;
     flight.backend = "nccl";
     flight.reason = "torch";
-    flight.dumped_unix_ms = dump.written_unix_ms;
+    // Dated by its entries, not by written_unix_ms (the file's mtime, which a copy resets).
     for (const python::TorchFlightEntry& e : dump.entries) {
       // Only the default group's collectives line up across every rank by collective_seq_id.
       if (e.is_p2p || e.collective_seq_id < 0 || (e.pg_name != "0" && e.pg_id != 0)) continue;

@@ -42,9 +42,11 @@ void MergeFlightAndTelemetry(const RankRecord& rec, RankFacts& v) {
     v.ref_ms = std::max(v.ref_ms, last.unix_ms);
     v.last_activity_ms = std::max(v.last_activity_ms, last.unix_ms);
   }
+  // Only times the records hold: a file's modification time changes with `cp -r`, so a copied
+  // run directory would read as waiting until it was copied.
   for (const Event& e : rec.events.events) v.ref_ms = std::max(v.ref_ms, e.unix_ms);
-  v.last_activity_ms = std::max(v.last_activity_ms, rec.last_output_unix_ms);
-  v.ref_ms = std::max(v.ref_ms, rec.last_output_unix_ms);
+  if (rec.error) v.ref_ms = std::max(v.ref_ms, rec.error->unix_ms);
+  v.ref_ms = std::max(v.ref_ms, rec.heartbeat_unix_ms);
 }
 
 void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v) {
@@ -262,6 +264,22 @@ int FirstWatchdogExit(const std::vector<RankFacts>& facts) {
     if (first < 0 || end(static_cast<int>(i)) < end(first)) first = static_cast<int>(i);
   }
   return first;
+}
+
+int64_t RecordedEndUnixMs(const RunSnapshot& run, const std::vector<RankFacts>& facts) {
+  int64_t end = run.ended_unix_ms;
+  for (const RankFacts& v : facts) end = std::max(end, v.ref_ms);
+  return end;
+}
+
+void ReferToTheRecordedEnd(const RunSnapshot& run, std::vector<RankFacts>& facts) {
+  // An exited rank's records stop when it did. One with no recorded exit (a SIGKILLed launcher
+  // records none) was there as long as the run's records go on: measured to its own last record
+  // it would look busy to the very end, "last output 0 ms ago".
+  const int64_t end = RecordedEndUnixMs(run, facts);
+  for (RankFacts& v : facts) {
+    if (!v.exited) v.ref_ms = std::max(v.ref_ms, end);
+  }
 }
 
 void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts) {

@@ -59,7 +59,10 @@ struct RankFacts {
   int64_t last_completed = -1;
   int64_t last_started = -1;
   std::string current_op;  // the heartbeat's, live only
-  int64_t ref_ms = 0;      // this rank's "now"
+  // This rank's "now": the clock in a live diagnosis; offline the latest time its records hold
+  // (flight dump, telemetry, events, error.json, heartbeat.json, summary end), or the run's when
+  // no exit of it was recorded (ReferToTheRecordedEnd); never a file's time.
+  int64_t ref_ms = 0;
 
   // Activity (telemetry, heartbeat, output).
   const std::vector<TelemetrySample>* telemetry = nullptr;
@@ -67,7 +70,8 @@ struct RankFacts {
   int64_t phase_since_ms = 0;
   int64_t step = -1;
   rundir::MemoryFigures memory;  // the last telemetry line's, then the live heartbeat's
-  int64_t last_activity_ms = 0;  // output or telemetry: for programs without a flight recorder
+  // Telemetry, and live the output the launcher saw: for programs without a flight recorder.
+  int64_t last_activity_ms = 0;
 
   // How it ended.
   bool exited = false;
@@ -136,6 +140,15 @@ int PickRootCause(const std::vector<RankFacts>& facts);
 // The rank that exited first (summary.json's end; unknown last) with exit code 3 after its own
 // collective watchdog fired; -1 when none did.
 int FirstWatchdogExit(const std::vector<RankFacts>& facts);
+
+// When the run's records say it ended, the "now" of an offline diagnosis: the latest of
+// run.ended_unix_ms and every rank's ref_ms (its own latest record); 0 when nothing recorded a
+// time. Never a file's modification time nor the clock, so that a copied run directory, read at
+// any later moment, gives the same durations.
+int64_t RecordedEndUnixMs(const RunSnapshot& run, const std::vector<RankFacts>& facts);
+
+// Offline: every rank with no recorded exit takes RecordedEndUnixMs as its "now" (ref_ms).
+void ReferToTheRecordedEnd(const RunSnapshot& run, std::vector<RankFacts>& facts);
 
 // Ranks of the nodes summary.json calls lost: they are "lost with node N", whatever their node
 // last reported of them (a dead node's last word on a rank is not its exit).

@@ -158,6 +158,15 @@ class Renderer {
            DescribeCollective(d_.op, d_.dtype, d_.count, d_.bytes);
   }
 
+  // How long `r` had been silent by its "now" (ref_ms); -1 when unknown. Offline also when its
+  // last activity is where the records end: "0 ms ago" would only say when the evidence stops,
+  // not how quiet the rank was.
+  int64_t SilentMs(const RankFacts& r) const {
+    if (r.last_activity_ms <= 0 || r.ref_ms <= 0) return -1;
+    if (ctx_.now_unix_ms == 0 && r.ref_ms <= r.last_activity_ms) return -1;
+    return r.ref_ms - r.last_activity_ms;
+  }
+
   std::string PhaseFor(const RankFacts& r) const {
     std::string out = "phase " + r.phase;
     if (r.phase_since_ms > 0 && r.ref_ms >= r.phase_since_ms) {
@@ -470,12 +479,7 @@ class Renderer {
       d_.headline = "HANG: no output from " + NameRanks(v_.running) + "; no rank stands out";
     } else {
       int64_t quiet = -1;
-      for (int c : v_.culprits) {
-        const RankFacts& r = f_[c];
-        if (r.last_activity_ms > 0 && r.ref_ms > 0) {
-          quiet = std::max(quiet, r.ref_ms - r.last_activity_ms);
-        }
-      }
+      for (int c : v_.culprits) quiet = std::max(quiet, SilentMs(f_[c]));
       d_.headline = "HANG: " + NameRanks(v_.culprits) + what;
       if (quiet >= 0) d_.headline += " (no output for " + FormatDurationMs(quiet) + ")";
     }
@@ -555,8 +559,9 @@ class Renderer {
     } else if (!v.process_state.empty()) {
       line << "; process " << v.process_state;
     }
-    if (!v.has_progress && v.last_activity_ms > 0 && v.ref_ms > 0 && !v.exited) {
-      line << "; last output " << FormatDurationMs(v.ref_ms - v.last_activity_ms) << " ago";
+    const int64_t silent = SilentMs(v);
+    if (!v.has_progress && !v.exited && silent >= 0) {
+      line << "; last output " << FormatDurationMs(silent) << " ago";
     }
     if (!rd.stack_top.empty()) line << "; stack: " << rd.stack_top;
     rd.line = line.str();

@@ -49,6 +49,21 @@ void ReadTorchFlightOf(const std::vector<size_t>& which, RunSnapshot* run) {
   }
 }
 
+// The latest time the run-level files hold: summary.json's last update and the ranks' and
+// attempts' ends, and the creation of a diagnosis.json written while the job ran (a hang found).
+int64_t RunFilesEndUnixMs(const rundir::RunFiles& files) {
+  int64_t end = files.live_diagnosis ? files.live_diagnosis->created_unix_ms : 0;
+  if (!files.summary) return end;
+  end = std::max(end, files.summary->updated_unix_ms);
+  for (const rundir::SummaryRank& r : files.summary->ranks) {
+    end = std::max(end, r.end_unix_ms.value_or(0));
+  }
+  for (const rundir::SummaryAttempt& a : files.summary->attempts) {
+    end = std::max(end, a.end_unix_ms);
+  }
+  return end;
+}
+
 }  // namespace
 
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint,
@@ -100,6 +115,7 @@ RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint,
   UseTorchFlightWithoutOther(&run);
   if (files.summary) run.stragglers = files.summary->stragglers;
   if (run.stragglers.empty() && run.live_diagnosis) run.stragglers = run.live_diagnosis->stragglers;
+  run.ended_unix_ms = RunFilesEndUnixMs(files);
   if (files.summary) {
     run.run_id = files.summary->run_id;
     run.exit_code = files.summary->exit_code;

@@ -42,6 +42,10 @@ struct RunSnapshot {
   std::vector<rundir::SummaryNode> nodes;  // multi-node: summary.json's, on node 0
   int local_ranks = 0;  // summary.json's ranks of the node that wrote it (multi-node: per node)
   std::optional<rundir::Diagnosis> live_diagnosis;  // diagnosis.json written while the job ran
+  // The latest time summary.json and diagnosis.json record (the summary's update and ends, the
+  // diagnosis' creation); 0 when neither says. With the ranks' own latest records it is when an
+  // offline diagnosis takes the run to have ended (RecordedEndUnixMs, rank_facts.h).
+  int64_t ended_unix_ms = 0;
   // The job's straggler verdicts, active and ended: summary.json's, else those of an earlier
   // diagnosis.json; a live diagnosis puts node 0's own (JobView::Stragglers) in their place.
   std::vector<rundir::StragglerVerdict> stragglers;

@@ -110,7 +110,8 @@ struct TorchProcessGroup {
 struct TorchFlightDump {
   int rank = -1;  // from the file name
   std::string file;
-  int64_t written_unix_ms = 0;  // the file's mtime: when torch dumped it
+  // The file's mtime: when torch dumped it, shown only; never a duration (a copy resets it).
+  int64_t written_unix_ms = 0;
   std::string version;
   std::string comm_lib_version;
   std::map<std::string, TorchProcessGroup> process_groups;  // pg_config name (pg_status by id)

@@ -5,7 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <utime.h>
 
 #include <fstream>
 
@@ -318,7 +317,7 @@ TEST(AnalyzerTest, EveryTruncationOfEveryFileStillAnalyses) {
 }
 
 TEST(AnalyzerTest, UnlinkedProgramRankSilentLongestIsTheCulprit) {
-  // Four Python ranks (no libdlaunch): no flight recorder, only output timestamps and exits.
+  // Four Python ranks (no libdlaunch): no flight recorder, only telemetry times and exits.
   const testing::TestDir tmp("diagnose");
   const std::string run_dir = tmp.string();
   std::ofstream(run_dir + "/summary.json")
@@ -327,14 +326,14 @@ TEST(AnalyzerTest, UnlinkedProgramRankSilentLongestIsTheCulprit) {
       << R"({"rank":1,"status":"killed","exit_code":-15,"signal":15,"end_unix_ms":0},)"
       << R"({"rank":2,"status":"killed","exit_code":-15,"signal":15,"end_unix_ms":0},)"
       << R"({"rank":3,"status":"killed","exit_code":-15,"signal":15,"end_unix_ms":0}]})";
-  const time_t base = 1764450000;
+  const int64_t base = 1764450000000;
   for (int r = 0; r < 4; ++r) {
     const std::string dir = run_dir + "/rank" + std::to_string(r);
     ::mkdir(dir.c_str(), 0755);
     std::ofstream(dir + "/stdout.log") << "step 1\n";
-    struct utimbuf times {};
-    times.actime = times.modtime = r == 2 ? base : base + 60;
-    ASSERT_EQ(::utime((dir + "/stdout.log").c_str(), &times), 0);
+    std::ofstream(dir + "/events.jsonl")
+        << R"({"kind":"telemetry","rank":)" << r << R"(,"step":1,"phase":"forward","unix_ms":)"
+        << (r == 2 ? base : base + 60000) << "}\n";
   }
   Diagnosis d = Analyze(LoadRunDir(run_dir));
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);

@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <utime.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,13 +44,13 @@ class RunDirWriter {
     std::ofstream(RankDir(rank) + "/events.jsonl", std::ios::app)
         << json{{"unix_ms", at}, {"rank", rank}, {"kind", kind}, {"message", message}} << "\n";
   }
-  // Output last written at `unix_s`.
-  void Output(int rank, time_t unix_s) const {
-    const std::string path = RankDir(rank) + "/stdout.log";
-    std::ofstream(path) << "step 1\n";
-    struct utimbuf times {};
-    times.actime = times.modtime = unix_s;
-    ::utime(path.c_str(), &times);
+  // The rank's last sign of activity, a telemetry line at `at`, and some output (whose file time
+  // is no evidence: a copy of the directory would reset it).
+  void LastActive(int rank, int64_t at) const {
+    const json telemetry = {
+        {"unix_ms", at}, {"rank", rank}, {"kind", "telemetry"}, {"step", 1}, {"phase", "forward"}};
+    std::ofstream(RankDir(rank) + "/events.jsonl", std::ios::app) << telemetry << "\n";
+    std::ofstream(RankDir(rank) + "/stdout.log") << "step 1\n";
   }
   void Stacks(int rank, const std::string& main_thread_frames) const {
     std::ofstream(RankDir(rank) + "/stacks.txt") << "Thread 1 (Thread 0x7f (LWP 1) \"prog\"):\n"
@@ -281,9 +280,9 @@ TEST(FaultsDiagnosisTest, SilencesWithinTheMarginAreReportedAsATie) {
   json ranks = json::array();
   for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
   w.Summary({{"run_id", "tie"}, {"exit_code", 3}, {"ranks", ranks}});
-  const time_t base = 1764450000;
-  // Ranks 1 and 2 went quiet 0.5 s apart (file times are whole seconds: the same second here).
-  for (int r = 0; r < 4; ++r) w.Output(r, r == 1 || r == 2 ? base : base + 60);
+  // Ranks 1 and 2 went quiet 0.5 s apart, the others a minute later.
+  for (int r = 0; r < 4; ++r)
+    w.LastActive(r, r == 1 ? kBase : r == 2 ? kBase + 500 : kBase + 60000);
   Diagnosis d = AnalyzeDir(tmp.string());
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1, 2));
@@ -296,10 +295,9 @@ TEST(FaultsDiagnosisTest, StackEvidenceOutranksSilenceEvenWithAStackMissing) {
   json ranks = json::array();
   for (int r = 0; r < 4; ++r) ranks.push_back(Rank(r, "killed", -15, 0, 15));
   w.Summary({{"run_id", "stacks"}, {"exit_code", 3}, {"ranks", ranks}});
-  const time_t base = 1764450000;
   // Rank 0 is silent longest (a CPU hog starved its output) but rank 3's stack stands apart;
   // gdb timed out on rank 1 under load, so it has no stack.
-  for (int r = 0; r < 4; ++r) w.Output(r, r == 0 ? base : base + 30);
+  for (int r = 0; r < 4; ++r) w.LastActive(r, r == 0 ? kBase : kBase + 30000);
   w.Stacks(0, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
   w.Stacks(2, "#0  0x1 in __GI___clock_nanosleep ()\n#1  0x2 in main ()");
   w.Stacks(3, "#0  0x1 in compute_step ()\n#1  0x2 in main ()");

@@ -1,6 +1,7 @@
 // One round trip per file of the run directory: what a writer writes, its reader reads back.
 #include "core/run_dir/run_dir.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -437,7 +438,6 @@ TEST(RankLogsTest, StacksTailsAndNcclWarnings) {
   EXPECT_EQ(ReadStacks(rank.path() + "/none"), "");
   std::ofstream(rank.stderr_log()) << "a\n\nb\nc\n";
   EXPECT_THAT(ReadLogTail(rank.stderr_log(), 2), ElementsAre("b", "c"));
-  EXPECT_GT(LastOutputUnixMs(rank), 0);
   std::ofstream(rank.nccl_log()) << "node0:1:1 [0] NCCL INFO ok\nnode0:1:1 [0] NCCL WARN bad\n";
   EXPECT_THAT(ReadNcclWarnings(rank), ElementsAre("node0:1:1 [0] NCCL WARN bad"));
 }
@@ -469,6 +469,24 @@ TEST(RunReaderTest, ReadsWhatTheWritersWrote) {
   EXPECT_EQ(files.ranks[0].flight_state, FileState::kAbsent);
   EXPECT_FALSE(files.ranks[2].dir_present);
   EXPECT_THAT(files.problems, ElementsAre("rank2/ missing"));
+}
+
+TEST(RunReaderTest, TakesTheHeartbeatsOwnTimeNotTheFiles) {
+  const testing::TestDir dir("run-dir");
+  const RankDir rank(dir.string() + "/rank0");
+  fs::create_directories(rank.path());
+  Heartbeat beat;
+  beat.rank = 0;
+  beat.unix_ms = 1764450005500;
+  WriteHeartbeat(rank.heartbeat(), beat);
+  // As after `cp -r` an hour later: the file's time says nothing of the rank.
+  fs::last_write_time(rank.heartbeat(), fs::file_time_type::clock::now() + std::chrono::hours(1));
+  std::vector<std::string> problems;
+  EXPECT_EQ(ReadRankFiles(rank, 0, &problems).heartbeat_unix_ms, 1764450005500);
+  // The agent's channel, damaged: no time, and no missing evidence either.
+  std::ofstream(rank.heartbeat()) << "{\"schema\":";
+  EXPECT_EQ(ReadRankFiles(rank, 0, &problems).heartbeat_unix_ms, 0);
+  EXPECT_THAT(problems, ::testing::IsEmpty());
 }
 
 }  // namespace
