@@ -20,6 +20,7 @@
 #include "core/run_dir/paths.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/node_env.h"
+#include "launcher/launch_checks.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
 #include "launcher/supervision/supervisor.h"
 #include "launcher/torchrun_flags.h"
@@ -294,6 +295,8 @@ void CheckMonitorInterval(double seconds) {
 void CheckValue(const po::variables_map& one) {
   LaunchOptions scratch;
   if (auto b = First<std::string>(one, {"rdzv-backend", "rdzv_backend"})) CheckRdzvBackend(*b);
+  if (auto e = First<std::string>(one, {"rdzv-endpoint"}); e && !e->empty()) SplitEndpoint(*e);
+  if (auto id = First<std::string>(one, {"rdzv-id"})) CheckRunId(*id);
   if (auto r = First<int>(one, {"max-restarts", "max_restarts"})) CheckMaxRestarts(*r);
   if (one.count("nnodes")) ParseNnodes(one["nnodes"].as<std::string>(), &scratch);
   if (auto n = First<std::string>(one, {"nproc-per-node", "nproc_per_node", "nproc"})) {
@@ -489,9 +492,9 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     o.rdzv_endpoint.clear();
     o.run_id = First<std::string>(vm, {"run-id"}).value_or("");
   }
-  if (o.run_id.find('/') != std::string::npos || o.run_id == "." || o.run_id == "..") {
-    throw UsageError("--run-id must not contain '/'");
-  }
+  CheckRunId(o.run_id);
+  // A joining node would otherwise retry a malformed endpoint until its join timeout.
+  if (!o.rdzv_endpoint.empty()) SplitEndpoint(o.rdzv_endpoint);
   if (auto b = First<std::string>(vm, {"rdzv-backend", "rdzv_backend"})) CheckRdzvBackend(*b);
   o.rdzv_timeout = Seconds(vm["rdzv-timeout"].as<double>(), "--rdzv-timeout");
   o.master_addr_given = vm.count("master-addr") || vm.count("master_addr");
@@ -661,6 +664,7 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
 
   if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
   const std::string& head = rest.front();
+  CheckProgramName(head, o.module);
   // After -m or --run-path the first word is the module or file, even if it is called "train".
   const bool python_entry = o.module || o.run_path;
   if (!python_entry &&

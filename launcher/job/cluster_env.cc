@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "launcher/job/node_env.h"
+#include "launcher/launch_checks.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -247,8 +248,14 @@ std::vector<std::pair<std::string, std::string>> KubeflowArgs(
   };
   std::vector<std::pair<std::string, std::string>> args;
   for (const PetOption& p : PetOptions()) {
-    const std::string* value = Find(env, p.variable);
-    if (!value || set(p.option)) continue;
+    const auto it = env.find(p.variable);
+    if (it == env.end() || set(p.option)) continue;
+    // torchrun takes a set variable's value, "" included, and then fails on it (int(""), a
+    // switch's int("")): an empty one is a mistake, not "unset".
+    if (it->second.empty()) {
+      throw UsageError(std::string(p.variable) + " is set but empty: give it a value, or unset it");
+    }
+    const std::string* value = &it->second;
     if (!p.is_switch) {
       args.emplace_back(p.variable, "--" + p.option.front() + "=" + *value);
     } else if (*value == "1") {
@@ -264,7 +271,8 @@ std::vector<std::pair<std::string, std::string>> KubeflowArgs(
   if (kubeflow && !addr) addr = Find(env, "MASTER_ADDR");
   if (kubeflow && !port) port = Find(env, "MASTER_PORT");
   if (addr && port && !Find(env, "PET_RDZV_ENDPOINT") && !set({"rdzv-endpoint", "rdzv_endpoint"})) {
-    args.emplace_back("PET_MASTER_ADDR/PET_MASTER_PORT", "--rdzv-endpoint=" + *addr + ":" + *port);
+    args.emplace_back("PET_MASTER_ADDR/PET_MASTER_PORT",
+                      "--rdzv-endpoint=" + JoinEndpoint(*addr, *port));
   }
   return args;
 }

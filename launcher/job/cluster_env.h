@@ -68,7 +68,8 @@ std::vector<RankPlacement> PlaceRanks(const LaunchOptions& o, const EnvMap& env)
 // options Kubeflow's PyTorchJob passes as PET_<OPTION> variables, for each option `given(name)`
 // says the command line did not set: the command line wins. PET_MASTER_ADDR and PET_MASTER_PORT
 // together give --rdzv-endpoint (torchrun's static rendezvous meets there). Boolean options take 1
-// or 0. Throws UsageError naming the variable.
+// or 0; a variable set but empty is an error, as in torchrun (whose int("") fails). Throws
+// UsageError naming the variable.
 std::vector<std::pair<std::string, std::string>> KubeflowArgs(
     const EnvMap& env, const std::function<bool(const std::string&)>& given);
 

@@ -119,7 +119,7 @@ std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, Lau
     o->nnodes = ToInt(env, "PET_NNODES");
     o->node_rank = ToInt(env, "PET_NODE_RANK");
     if (o->rdzv_endpoint.empty() && Has(env, "MASTER_ADDR") && Has(env, "MASTER_PORT")) {
-      o->rdzv_endpoint = env.at("MASTER_ADDR") + ":" + env.at("MASTER_PORT");
+      o->rdzv_endpoint = JoinEndpoint(env.at("MASTER_ADDR"), env.at("MASTER_PORT"));
     }
     return "kubeflow";
   }
@@ -134,24 +134,6 @@ std::map<std::string, std::string> CurrentEnv() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
-}
-
-std::pair<std::string, int> SplitEndpoint(const std::string& endpoint) {
-  size_t colon = endpoint.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos && colon > 0) {
-    try {
-      size_t used = 0;
-      port = std::stoi(endpoint.substr(colon + 1), &used);
-      if (used != endpoint.size() - colon - 1) port = -1;
-    } catch (const std::exception&) {
-      port = -1;
-    }
-  }
-  if (port <= 0 || port > 65535) {
-    throw UsageError("--rdzv-endpoint must be host:port (got '" + endpoint + "')");
-  }
-  return {endpoint.substr(0, colon), port};
 }
 
 std::string NewRunId() {
@@ -196,6 +178,7 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
                      std::to_string(o->nnodes) + ")" +
                      (engine.empty() ? "" : " (from " + engine + ")"));
   }
+  if (!o->token_file.empty()) CheckTokenFile(o->token_file);
   setup.tls = {o->tls_ca, o->tls_cert, o->tls_key};
   if (o->nnodes == 1) {
     if (setup.tls.enabled()) throw UsageError("--tls-* options are for multi-node launches");
@@ -245,7 +228,12 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o) {
     }
     o->rdzv_endpoint = AgreeOverMpi(proposal);
   }
-  const int coordinator_port = SplitEndpoint(o->rdzv_endpoint).second;
+  const auto [coordinator_host, coordinator_port] = SplitEndpoint(o->rdzv_endpoint);
+  // A name that does not exist would be retried until the join timeout, minutes later. Not under
+  // Kubeflow: a PyTorchJob's workers start before the master pod's DNS record exists.
+  if (!Has(env, "PET_NNODES")) {
+    CheckHostResolves(coordinator_host, "--rdzv-endpoint " + o->rdzv_endpoint, &o->notes);
+  }
   if (o->master_port == coordinator_port) {
     throw UsageError("--master-port " + std::to_string(o->master_port) +
                      " is the port of the rendezvous endpoint " + o->rdzv_endpoint +

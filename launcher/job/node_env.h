@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "launcher/job/job_plan.h"
+#include "launcher/launch_checks.h"
 #include "launcher/options.h"
 
 namespace dlaunch::launcher {
@@ -27,8 +28,10 @@ std::vector<std::string> ExpandSlurmNodelist(const std::string& list);
 std::map<std::string, std::string> CurrentEnv();
 
 // This node's role, token and TLS files: applies the scheduler's environment to `o`, reads the
-// token file, and under mpirun without --rdzv-endpoint agrees on node 0's address over MPI
-// (blocking until every launcher has called it). Throws UsageError for what is missing or wrong.
+// token file (given on one node too, it must be readable), and under mpirun without
+// --rdzv-endpoint agrees on node 0's address over MPI (blocking until every launcher has called
+// it). Many nodes: the endpoint's host must resolve (one lookup, blocking). Throws UsageError for
+// what is missing or wrong.
 NodeSetup ResolveNodeSetup(LaunchOptions* o);
 
 // One node with --rdzv-endpoint HOST:PORT (torchrun's c10d rendezvous on one machine, or a
@@ -38,9 +41,6 @@ NodeSetup ResolveNodeSetup(LaunchOptions* o);
 // and the port is checked free before any rank starts. Throws UsageError for a malformed endpoint.
 // Blocks for a name lookup of HOST.
 void ApplySingleNodeEndpoint(LaunchOptions* o);
-
-// host:port -> {host, port}; throws UsageError naming --rdzv-endpoint.
-std::pair<std::string, int> SplitEndpoint(const std::string& endpoint);
 
 // "20261201-103000-ab12": the local time and two random bytes.
 std::string NewRunId();

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "launcher/builtins.h"
+#include "launcher/launch_checks.h"
 #include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
@@ -33,6 +34,7 @@ std::string ResolveProgram(const std::string& program) {
         std::string(head, 2) != "#!") {
       throw UsageError("program '" + path + "' is neither a binary nor a script with a #! line");
     }
+    CheckShebang(path);  // a missing interpreter fails execve in every rank, after the start
     return true;
   };
   if (program.find('/') != std::string::npos) {
@@ -59,6 +61,7 @@ std::vector<std::string> RankArgv(const LaunchOptions& o, const std::string& sel
   }
   if (python::IsPythonEntry(o)) {
     const python::Interpreter interpreter = python::ResolveInterpreter(o);
+    python::CheckInterpreterRuns(interpreter);
     std::cerr << "dlaunch: python " << interpreter.path << " (from " << interpreter.source << ")"
               << std::endl;
     return python::PythonArgv(o, interpreter);

@@ -87,6 +87,34 @@ Interpreter ResolveInterpreter(const LaunchOptions& o) {
   return in;
 }
 
+void CheckInterpreterRuns(const Interpreter& interpreter) {
+  // -I: the user's PYTHONPATH or a broken site-packages fail the ranks too, but with Python's
+  // own traceback there; this asks only whether the file is a Python 3 at all.
+  const CapturedRun run =
+      RunCaptured({interpreter.path, "-I", "-c", "import sys; print(sys.version_info[0])"},
+                  kInterpreterProbeTimeout);
+  // The answer is the last line: a working Python may warn on stderr first (the same pipe).
+  const std::string& out = run.out;
+  const bool three =
+      out == "3\n" || (out.size() > 2 && out.compare(out.size() - 3, 3, "\n3\n") == 0);
+  if (run.exit_code == 0 && three) return;
+  const std::string what =
+      "Python interpreter " + interpreter.path + " (from " + interpreter.source + ")";
+  if (run.timed_out) {
+    throw UsageError(what + " did not answer within " +
+                     std::to_string(kInterpreterProbeTimeout.count()) + " s");
+  }
+  std::string said = out.substr(0, out.find('\n'));
+  if (said.size() > 120) said = said.substr(0, 120) + "...";
+  if (run.exit_code == 0) {
+    throw UsageError(what + " is not Python 3 (it answered '" + said + "')");
+  }
+  throw UsageError(what + " does not run Python: -c 'import sys' " +
+                   (run.exit_code >= 0 ? "exited with " + std::to_string(run.exit_code)
+                                       : std::string("was killed")) +
+                   (said.empty() ? "" : " (" + said + ")"));
+}
+
 bool ImportsTorch(const std::string& script, const std::string& interpreter) {
   // Most scripts never name torch: they cost no interpreter run.
   std::string text;

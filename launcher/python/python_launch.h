@@ -3,6 +3,7 @@
 // TORCHELASTIC_ERROR_FILE and PyTorch's own flight recorder pointed into the rank directory.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +25,13 @@ bool IsPythonEntry(const LaunchOptions& o);
 // --python, else $PYTHON_EXEC, else python3 from PATH. Throws UsageError naming where the missing
 // interpreter came from.
 Interpreter ResolveInterpreter(const LaunchOptions& o);
+
+// Runs `interpreter` once on a one-line program that prints Python's major version: a
+// --python /bin/false or a broken PYTHON_EXEC would otherwise fail in every rank after the start.
+// Throws UsageError naming the interpreter and where it came from when it does not answer 3
+// within kInterpreterProbeTimeout. Blocks for that run (tens of milliseconds for a working one).
+inline constexpr std::chrono::seconds kInterpreterProbeTimeout{10};
+void CheckInterpreterRuns(const Interpreter& interpreter);
 
 // argv of each rank for a Python entry: interpreter, -u, then the script, `-m module` or the
 // run-path launcher, then the user's arguments. Throws UsageError for a missing script, and for

@@ -115,8 +115,8 @@ TEST(SingleNodeEndpointTest, EndpointIsTheRanksMaster) {
   }
   ::close(listener);
 
-  LaunchOptions bad = ParseCommandLine({"--rdzv-endpoint", "nocolon", "prog"}, {});
-  EXPECT_THROW(ApplySingleNodeEndpoint(&bad), UsageError);
+  // A malformed endpoint is refused when parsed, before anything uses it.
+  EXPECT_THROW(ParseCommandLine({"--rdzv-endpoint", "nocolon", "prog"}, {}), UsageError);
   // Many nodes: the endpoint is the coordinator's, not the ranks'.
   LaunchOptions multi = ParseCommandLine(
       {"--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "localhost:29512", "prog"}, {});
