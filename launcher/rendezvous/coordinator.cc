@@ -1,5 +1,5 @@
-// CoordinatorHandler's rank side: who may call, registration, the store's waits, heartbeats and
-// events. The node side is in coordinator_nodes.cc.
+// CoordinatorHandler's rank side: who may call, registration, heartbeats and events. The store is
+// in coordinator_store.cc, the node side in coordinator_nodes.cc.
 #include "launcher/rendezvous/coordinator.h"
 
 #include <iostream>
@@ -30,6 +30,7 @@ CoordinatorHandler::CoordinatorHandler(CoordinatorConfig config)
     : config_(std::move(config)),
       attempt_start_(std::chrono::steady_clock::now()),
       store_(core::MakeMemoryStore()),
+      store_quota_(config_.store_limits),
       nodes_(config_.nnodes, config_.node_heartbeat_timeout),
       rounds_(RoundsOf(config_), base::UnixMillis()),
       world_size_(config_.world_size),
@@ -220,39 +221,6 @@ std::shared_ptr<CallWaiters::Waiter> CoordinatorHandler::StartRegister(
   return nullptr;
 }
 
-std::shared_ptr<CallWaiters::Waiter> CoordinatorHandler::StartStoreWait(
-    std::vector<std::string> keys, std::chrono::milliseconds timeout, StoreDone done) {
-  std::shared_ptr<core::Store> store;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    store = store_;  // a wait of an attempt that a Reset ended reads that attempt's store
-  }
-  auto present = [store, keys] {
-    for (const auto& k : keys)
-      if (!store->Check(k)) return false;
-    return true;
-  };
-  auto finish = [store, keys, timeout, done](CallWaiters::End end) {
-    if (end == CallWaiters::End::kReady) return done(nullptr);
-    if (end == CallWaiters::End::kGone) {
-      const Error gone(ErrorKind::kPeerGone, "the store call was cancelled");
-      return done(&gone);
-    }
-    std::string missing;
-    for (const auto& k : keys)
-      if (!store->Check(k)) missing += (missing.empty() ? "" : ", ") + k;
-    const Error late(ErrorKind::kTimeout, "store wait timed out after " +
-                                              std::to_string(timeout.count()) +
-                                              " ms; missing keys: " + missing);
-    done(&late);
-  };
-  auto waiter =
-      std::make_shared<CallWaiters::Waiter>(present, CallWaiters::Clock::now() + timeout, finish);
-  if (waiters_.Add(waiter)) return waiter;
-  finish(CallWaiters::End::kReady);
-  return nullptr;
-}
-
 bool CoordinatorHandler::AllRegistered() const {
   std::lock_guard<std::mutex> lock(mu_);
   return world_size_ > 0 && static_cast<int>(registered_.size()) >= world_size_;
@@ -317,12 +285,14 @@ int CoordinatorHandler::Broadcast(const v1::Command& command) {
 }
 
 void CoordinatorHandler::Reset() {
+  std::lock_guard<std::mutex> store_lock(store_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   attempt_start_ = std::chrono::steady_clock::now();
   registered_.clear();
   ranks_.clear();
   senders_.clear();
   store_ = core::MakeMemoryStore();
+  store_quota_.Clear();
   rdzv_failure_reported_ = false;
 }
 

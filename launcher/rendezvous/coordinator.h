@@ -24,6 +24,7 @@
 #include "launcher/rendezvous/node_rounds.h"
 #include "launcher/rendezvous/push_quota.h"
 #include "launcher/rendezvous/refusal_log.h"
+#include "launcher/rendezvous/store_quota.h"
 
 namespace grpc {
 class Server;
@@ -46,6 +47,7 @@ struct CoordinatorConfig {
   std::string job_id;  // NodeRequest.job_id; "": any
   std::chrono::milliseconds rdzv_timeout{300000};
   std::chrono::milliseconds node_heartbeat_timeout{30000};  // a silent node counts as lost
+  StoreLimits store_limits;                                 // of each rank's store writes
 };
 
 // The coordinator's notices to the job. Called on a gRPC thread (or the thread that called
@@ -122,7 +124,17 @@ class CoordinatorHandler {
   // Whether every rank of the attempt registered. Does not block.
   bool AllRegistered() const;
 
+  // The attempt's store as the launcher sees it: no StoreQuota.
   core::Store& store() { return *store_; }
+  // The store calls' writes. Sets `key` to `value` for `caller`: a rank within
+  // config().store_limits (store_quota.h), a launcher (the job token) unbounded. "" when set (the
+  // store waits it completes end), else the bound it would pass, one line, and the store is
+  // unchanged. Throws Error(kUnauthenticated) for a caller with no role. Does not block.
+  std::string StoreSet(const Caller& caller, const std::string& key, const std::string& value);
+  // Adds `delta` to the counter `key` for `caller` as StoreSet sets; *value is the new value.
+  // Throws as Store::Add does (Error(kInvalidArgument): no number, an overflow), the store and
+  // the quota unchanged. Does not block.
+  std::string StoreAdd(const Caller& caller, const std::string& key, int64_t delta, int64_t* value);
 
   // Do not block.
   void OnHeartbeat(const v1::RankStatus& status);
@@ -180,9 +192,10 @@ class CoordinatorHandler {
   v1::NodeResponse RegisterNode(const v1::NodeRequest& req,
                                 const std::string& node_credential = "");
   // Why a node of another job reached this coordinator ("this is the coordinator of ..., not of
-  // this node's ..."), before any token check; "" when the job ids match or one is not known.
-  // Does not block.
-  std::string OtherJob(const v1::NodeRequest& req) const;
+  // this node's ..."); "" when the job ids match or one is not known, and for a `token` that is
+  // not the job token: a caller without it learns nothing of this job, its run id included, nor
+  // whether the job id it names is this one's. Does not block.
+  std::string OtherJob(const std::string& token, const v1::NodeRequest& req) const;
   // After an attempt that another follows: the next round is open for joining. Does not block.
   void OpenRound();
   // The job ended with `exit_code`: every node waiting for a round gets this verdict.
@@ -245,6 +258,10 @@ class CoordinatorHandler {
   // The world of the attempt that runs, for the request checks; ShapeLocked with mu_ held.
   JobShape Shape() const;
   JobShape ShapeLocked() const;
+  // The writer StoreQuota counts `caller`'s store writes for.
+  static int WriterOf(const Caller& caller);
+  // The attempt's store (Reset replaces it). Takes mu_.
+  std::shared_ptr<core::Store> CurrentStore() const;
 
   mutable std::mutex mu_;
   std::condition_variable registered_cv_;
@@ -252,6 +269,10 @@ class CoordinatorHandler {
   std::chrono::steady_clock::time_point attempt_start_;
   std::map<int, v1::RegisterRequest> registered_;
   std::shared_ptr<core::Store> store_;
+  // Taken before mu_: a store write, its quota check and its record are one step, and Reset
+  // replaces store and quota together.
+  std::mutex store_mu_;
+  StoreQuota store_quota_;  // under store_mu_
   std::map<int, RankView> ranks_;
   Senders senders_;
   CoordinatorListener* listener_ = nullptr;

@@ -99,7 +99,9 @@ v1::NodeResponse CoordinatorHandler::RegisterNode(const v1::NodeRequest& req,
   return resp;
 }
 
-std::string CoordinatorHandler::OtherJob(const v1::NodeRequest& req) const {
+std::string CoordinatorHandler::OtherJob(const std::string& token,
+                                         const v1::NodeRequest& req) const {
+  if (CallerOf(token).role != CallerRole::kNode) return "";
   if (req.job_id().empty() || config_.job_id.empty() || req.job_id() == config_.job_id) return "";
   return "this is the coordinator of " + config_.job_id + ", not of this node's " + req.job_id() +
          " (another job's node 0 listens on this port; give each job a port of its own)";
@@ -334,14 +336,15 @@ JobShape CoordinatorHandler::Shape() const {
 bool CoordinatorHandler::WriteFileChunk(int member_id, const v1::FileChunk& chunk) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // CheckFileChunk refuses a sender that is not a registered node (-1).
-    const int node = (member_id > 0 ? rounds_.RankOf(member_id) : std::nullopt).value_or(-1);
-    CheckFileChunk(chunk, ShapeLocked(), node);
-    if (const std::string cut = pushed_.Admit(node, chunk); !cut.empty()) {
+    const auto node = member_id > 0 ? rounds_.RankOf(member_id) : std::nullopt;
+    // Throws for -1: past it, node_rank is an agent node's.
+    const int node_rank = node.value_or(-1);
+    CheckFileChunk(chunk, ShapeLocked(), node_rank);
+    if (const std::string cut = pushed_.Admit(node_rank, chunk); !cut.empty()) {
       // Dropped, not refused: the agent goes on with its other files, and nothing it sends
       // later makes the folder bigger.
-      if (told_dropped_.insert(node).second) {
-        std::cerr << "dlaunch: node " << node << ": " << cut << "; not keeping "
+      if (told_dropped_.insert(node_rank).second) {
+        std::cerr << "dlaunch: node " << node_rank << ": " << cut << "; not keeping "
                   << "rank" << chunk.rank() << "/" << chunk.name() << " and whatever else passes it"
                   << std::endl;
       }

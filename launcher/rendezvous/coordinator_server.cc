@@ -1,6 +1,8 @@
 // The gRPC glue in front of CoordinatorHandler: authorisation, error mapping, streams.
 #include <grpcpp/grpcpp.h>
 
+#include <type_traits>
+
 #include "core/coordinator_client.h"
 #include "core/error.h"
 #include "dlaunch.grpc.pb.h"
@@ -41,8 +43,7 @@ class CoordinatorServer::Service final : public MixedService {
                                      const v1::StoreSetRequest* req,
                                      v1::StoreSetResponse*) override {
     return Unary(ctx, "StoreSet", [&] {
-      handler_->store().Set(req->key(), req->value());
-      handler_->StoreChanged();
+      return Within(ctx, "StoreSet", handler_->StoreSet(CallerOf(ctx), req->key(), req->value()));
     });
   }
 
@@ -74,8 +75,11 @@ class CoordinatorServer::Service final : public MixedService {
                                      const v1::StoreAddRequest* req,
                                      v1::StoreAddResponse* resp) override {
     return Unary(ctx, "StoreAdd", [&] {
-      resp->set_value(handler_->store().Add(req->key(), req->delta()));
-      handler_->StoreChanged();
+      int64_t value = 0;
+      const std::string refused =
+          handler_->StoreAdd(CallerOf(ctx), req->key(), req->delta(), &value);
+      resp->set_value(value);
+      return Within(ctx, "StoreAdd", refused);
     });
   }
 
@@ -121,14 +125,17 @@ class CoordinatorServer::Service final : public MixedService {
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::NodeRequest* req,
                             v1::NodeResponse* resp) override {
-    // Before the token: a node of another job must hear that, not advice about its token.
-    if (std::string other = handler_->OtherJob(*req); !other.empty()) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, other);
+    // The token first: a caller without it gets the refusal every call gets, whatever job id it
+    // names, so it learns neither the run id nor whether it guessed the job. A node of another
+    // job that holds this job's token (one token for all of a user's jobs) hears which it reached.
+    if (!Authorized(ctx, "RegisterNode", CallerRole::kNode)) return Refused();
+    const std::string token = Metadata(ctx, core::kTokenMetadataKey);
+    if (std::string other = handler_->OtherJob(token, *req); !other.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, Said(other));
     }
-    return Guarded(
-        ctx, "RegisterNode",
-        [&] { *resp = handler_->RegisterNode(*req, Metadata(ctx, core::kNodeMetadataKey)); },
-        CallerRole::kNode);
+    return Run(ctx, "RegisterNode", [&] {
+      *resp = handler_->RegisterNode(*req, Metadata(ctx, core::kNodeMetadataKey));
+    });
   }
 
   // The stream speaks for the node whose credential opened it, whatever its messages say.
@@ -198,6 +205,19 @@ class CoordinatorServer::Service final : public MixedService {
     return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
   }
 
+  Caller CallerOf(grpc::ServerContextBase* ctx) const {
+    return handler_->CallerOf(Metadata(ctx, core::kTokenMetadataKey));
+  }
+
+  // A store write past the caller's StoreQuota (`refused` names the bound; "": none) is refused
+  // as RESOURCE_EXHAUSTED, and logged as refused calls are.
+  grpc::Status Within(grpc::ServerContextBase* ctx, const char* method,
+                      const std::string& refused) {
+    if (refused.empty()) return grpc::Status::OK;
+    handler_->Refuse(ctx->peer(), method, refused);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, Said(refused));
+  }
+
   bool Authorized(grpc::ServerContextBase* ctx, const char* method,
                   CallerRole needed = CallerRole::kRank) {
     return handler_->Authorize(Metadata(ctx, core::kTokenMetadataKey), ctx->peer(), method, needed);
@@ -234,12 +254,17 @@ class CoordinatorServer::Service final : public MixedService {
     return Run(ctx, method, std::forward<F>(body));
   }
 
-  // The body of an authorised call, its errors as gRPC statuses.
+  // The body of an authorised call, its errors as gRPC statuses; a body that returns a status
+  // answers with it.
   template <typename F>
   grpc::Status Run(grpc::ServerContextBase* ctx, const char* method, F&& body) {
     try {
-      body();
-      return grpc::Status::OK;
+      if constexpr (std::is_same_v<decltype(body()), grpc::Status>) {
+        return body();
+      } else {
+        body();
+        return grpc::Status::OK;
+      }
     } catch (const Error& e) {
       return StatusOf(ctx->peer(), method, e);
     } catch (const std::exception& e) {

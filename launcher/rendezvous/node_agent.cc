@@ -53,6 +53,16 @@ v1::NodeResponse NodeAgent::Join(const v1::NodeRequest& request,
     throw Error(ErrorKind::kInvalidArgument,
                 "the coordinator refused this node: " + status.error_message());
   }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && request.member_id() <= 0) {
+    // A first join brings no node credential: its job token was refused. Node 0 tells a caller
+    // without its token nothing more, not even which job it runs, so the port may be another
+    // job's too.
+    core::ThrowRpcError(
+        grpc::Status(status.error_code(), status.error_message() +
+                                              " (a job token other than node 0's, or another "
+                                              "job's coordinator on this port)"),
+        "joining node 0's coordinator");
+  }
   if (!status.ok()) core::ThrowRpcError(status, "joining node 0's coordinator");
   joined_ = true;
   return resp;

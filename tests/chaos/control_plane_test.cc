@@ -4,7 +4,7 @@
 // registered, from one with a wrong node credential and from one with no token at all. None may
 // crash node 0, end the job, speak for a node, or write into the run directory; the real agent
 // still ends the job as it should. Each RPC's outcome is one line of the campaign's results
-// (chaos_util.h), so RELIABILITY.md says what was tried. Just over 600 lines: every case shares
+// (chaos_util.h), so RELIABILITY.md says what was tried. About 700 lines: every case shares
 // the one fixture (a live coordinator and node agent); splitting the campaign would move that
 // fixture into a header for two files of the same tests.
 #include <grpcpp/generic/generic_stub.h>
@@ -62,6 +62,8 @@ class ControlPlaneTest : public ::testing::Test {
     c.nproc_per_node = 2;
     c.world_size = 4;
     c.token = kJobToken;
+    c.run_id = "cp-run";
+    c.job_id = "run id 'cp-run'";
     c.run_dir = run_dir_.string();
     c.rdzv_timeout = seconds(20);
     c.join_timeout = seconds(20);
@@ -500,6 +502,107 @@ TEST_F(ControlPlaneTest, ARanksTokenSpeaksForThatRankOnly) {
   EXPECT_EQ(listener_.events.load(), 1);
   ExpectJobUntouched("after calls as another rank");
   Record("rank calls as another rank (Register, ReportEvent, Heartbeat)", tried, !HasFailure(), t0);
+}
+
+// One rank once stored 200 values of 1 MiB with its token and grew node 0's launcher by 200 MiB:
+// now a rank's writes stop at its quota (64 MiB of keys and values), with RESOURCE_EXHAUSTED
+// naming it, while other ranks and the launchers (the job token) store on.
+TEST_F(ControlPlaneTest, ARanksStoreWritesStopAtItsQuotaAndOthersStoreOn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int tried = 0;
+  auto set = [&](core::CoordinatorClient& c, const std::string& key, size_t bytes) {
+    ++tried;
+    v1::StoreSetRequest req;
+    req.set_key(key);
+    req.set_value(std::string(bytes, 'v'));
+    v1::StoreSetResponse resp;
+    auto ctx = c.NewContext(seconds(10));
+    return c.stub().StoreSet(ctx.get(), req, &resp);
+  };
+  constexpr size_t kMiB = size_t{1} << 20;
+  auto& zero = *callers_[0].client;
+  int stored = 0;
+  grpc::Status first_refusal;
+  for (int i = 0; i < 200; ++i) {
+    const grpc::Status s = set(zero, "k" + std::to_string(i), kMiB);
+    if (first_refusal.ok()) {
+      if (s.ok()) {
+        ++stored;
+      } else {
+        first_refusal = s;
+      }
+    } else {
+      EXPECT_FALSE(s.ok()) << i;  // once refused, every new 1 MiB key is
+    }
+  }
+  // 63 values of 1 MiB and their keys fit in 64 MiB; the 64th passes it.
+  EXPECT_EQ(stored, 63);
+  EXPECT_EQ(first_refusal.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(first_refusal.error_message().find("64 MiB a rank may store"), std::string::npos)
+      << first_refusal.error_message();
+  EXPECT_FALSE(handler_->store().Check("k63"));
+  // Writing a stored key again counts once; what is left (just under 1 MiB) still takes a
+  // counter.
+  EXPECT_TRUE(set(zero, "k0", kMiB).ok());
+  {
+    ++tried;
+    v1::StoreAddRequest req;
+    req.set_key("n");
+    req.set_delta(1);
+    v1::StoreAddResponse resp;
+    auto ctx = zero.NewContext(seconds(2));
+    EXPECT_TRUE(zero.stub().StoreAdd(ctx.get(), req, &resp).ok());
+    EXPECT_EQ(resp.value(), 1);
+  }
+  // Rank 1 stores on, within the bound on one value; the launchers' writes have no bound.
+  auto one = std::make_shared<core::CoordinatorClient>(address_, RankToken(kJobToken, 1));
+  const grpc::Status big = set(*one, "big", 16 * kMiB + 1);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(big.error_message().find("at most 16 MiB"), std::string::npos) << big.error_message();
+  EXPECT_TRUE(set(*one, "id", 128).ok());
+  for (int i = 0; i < 70; ++i) EXPECT_TRUE(set(*agent_client_, "l" + std::to_string(i), kMiB).ok());
+  EXPECT_TRUE(handler_->store().Check("l69"));
+  ExpectJobUntouched("after a rank's store flood");
+  Record("store flood (StoreSet, StoreAdd past a rank's quota)", tried, !HasFailure(), t0);
+}
+
+// RegisterNode checks the token first: a caller without the job token gets the one refusal,
+// whether the job id it names is this job's, another or none, and never hears the run id.
+TEST_F(ControlPlaneTest, RegisterNodeWithoutTheJobTokenLearnsNothingOfTheJob) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int tried = 0;
+  auto register_node = [&](core::CoordinatorClient& c, const std::string& job_id) {
+    ++tried;
+    v1::NodeRequest req;
+    req.set_node_rank(1);
+    req.set_nproc(2);
+    req.set_host("prober");
+    req.set_job_id(job_id);
+    v1::NodeResponse resp;
+    auto ctx = c.NewContext(milliseconds(500));
+    return c.stub().RegisterNode(ctx.get(), req, &resp);
+  };
+  auto wrong = std::make_shared<core::CoordinatorClient>(address_, "another-jobs-token-012345");
+  std::vector<std::shared_ptr<core::CoordinatorClient>> tokenless = {callers_[0].client,
+                                                                     callers_[3].client, wrong};
+  std::set<std::pair<int, std::string>> answers;
+  for (const auto& client : tokenless) {
+    for (const char* job_id : {"run id 'cp-run'", "run id 'other'", ""}) {
+      const grpc::Status s = register_node(*client, job_id);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << job_id;
+      EXPECT_EQ(s.error_message().find("cp-run"), std::string::npos) << s.error_message();
+      answers.insert({s.error_code(), s.error_message()});
+    }
+  }
+  EXPECT_EQ(answers.size(), 1u);
+  // The job token's holder of another job (one token for all of a user's jobs) hears which it
+  // reached.
+  const grpc::Status other = register_node(*callers_[1].client, "run id 'other'");
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(other.error_message().find("the coordinator of run id 'cp-run'"), std::string::npos)
+      << other.error_message();
+  ExpectJobUntouched("after tokenless registrations");
+  Record("RegisterNode without the job token, any job id", tried, !HasFailure(), t0);
 }
 
 // Message `index` of a malformed call's trial `trial`: trial 0 sends empty messages, trial 1

@@ -1,6 +1,7 @@
 // What a job-token holder may ask of the coordinator (#11's control-plane findings): a fake node
 // notice in a single-node job, heartbeats and events for ranks outside the world, file pushes
-// that would make a 1 TiB sparse file or leave the rank folder.
+// that would make a 1 TiB sparse file or leave the rank folder, store writes past a rank's quota,
+// a node registration that would learn the job's id without the token.
 #include "launcher/rendezvous/request_checks.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "launcher/rendezvous/credentials.h"
 #include "launcher/rendezvous/push_quota.h"
 #include "launcher/rendezvous/refusal_log.h"
+#include "launcher/rendezvous/store_quota.h"
 #include "tests/common/test_dir.h"
 
 namespace dlaunch::launcher {
@@ -255,6 +257,95 @@ TEST_F(RequestChecksTest, RanksGetTheirOwnTokenAndNodesTheirOwnCredential) {
     }
   }
   EXPECT_EQ(h.RegisterNode(join, first.node_credential()).node_rank(), 1);
+}
+
+// A rank's token admits the store calls, and the store lives in node 0's launcher: each rank's
+// writes are bounded (one rank once grew node 0 by 200 MiB), the launchers' are not.
+TEST_F(RequestChecksTest, ARanksStoreWritesStayWithinItsQuotaAndTheLaunchersAreNotBounded) {
+  CoordinatorConfig c = Config(1);
+  c.store_limits = StoreLimits{24, 60, 3};
+  CoordinatorHandler h(c);
+  const Caller one = h.CallerOf(RankToken("t", 1));
+  const Caller zero = h.CallerOf(RankToken("t", 0));
+  const Caller launcher = h.CallerOf("t");
+  const std::string value24(24, 'v');
+  EXPECT_EQ(h.StoreSet(one, "a", value24), "");  // 25 bytes of 60
+  EXPECT_NE(h.StoreSet(one, "b", value24 + "v").find("at most 24 B"), std::string::npos);
+  EXPECT_FALSE(h.store().Check("b"));
+  EXPECT_EQ(h.StoreSet(one, "a", value24), "");         // written again: still 25 bytes
+  EXPECT_EQ(h.StoreSet(one, "bbbbbbbb", value24), "");  // 57
+  EXPECT_NE(h.StoreSet(one, "c", "123").find("the 60 B a rank may store"), std::string::npos);
+  EXPECT_FALSE(h.store().Check("c"));
+  int64_t value = 0;
+  EXPECT_NE(h.StoreAdd(one, "n", 1, &value).find("60 B"), std::string::npos);
+  EXPECT_FALSE(h.store().Check("n"));
+  // Another rank's quota is its own; its write of rank 1's key counts for it, not for rank 1.
+  EXPECT_EQ(h.StoreSet(zero, "bbbbbbbb", "1"), "");
+  EXPECT_EQ(h.StoreAdd(one, "n", 5, &value), "");  // 25 and a counter's widest: 46
+  EXPECT_EQ(value, 5);
+  EXPECT_EQ(h.StoreSet(one, "d", ""), "");
+  EXPECT_NE(h.StoreSet(one, "e", "").find("the 3 store keys"), std::string::npos);
+  EXPECT_EQ(h.store().Get("bbbbbbbb", std::chrono::milliseconds(0)), "1");
+  // The launchers (the job token, the coordinator's own store()) are not bounded.
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(h.StoreSet(launcher, "l" + std::to_string(i), value24 + value24), "");
+  EXPECT_EQ(h.StoreAdd(launcher, "n", 1, &value), "");  // rank 1's counter: now the launcher's
+  EXPECT_EQ(h.StoreSet(one, "e", ""), "");
+  h.store().Set("big", std::string(100, 'x'));
+  EXPECT_THROW(h.StoreSet(Caller{}, "x", ""), Error);
+  // A new attempt starts with an empty store and quota.
+  h.Reset();
+  EXPECT_EQ(h.StoreSet(one, "f", value24), "");
+  EXPECT_EQ(h.StoreSet(one, "g", value24), "");
+}
+
+// RegisterNode checks the token first: without the job token, a caller hears the same whatever
+// job id it names, and never this job's id.
+TEST_F(RequestChecksTest, OnlyTheJobTokenHearsWhichJobANodeReached) {
+  CoordinatorConfig c = Config(2);
+  c.job_id = "run id 'ours'";
+  CoordinatorHandler h(c);
+  v1::NodeRequest req = Join();
+  for (const std::string& job_id : {std::string("run id 'theirs'"), c.job_id, std::string()}) {
+    req.set_job_id(job_id);
+    for (const std::string& token : {std::string(), RankToken("t", 0), std::string("u")})
+      EXPECT_EQ(h.OtherJob(token, req), "") << job_id << " with token '" << token << "'";
+  }
+  req.set_job_id("run id 'theirs'");
+  EXPECT_NE(h.OtherJob("t", req).find("the coordinator of run id 'ours'"), std::string::npos);
+  req.set_job_id(c.job_id);
+  EXPECT_EQ(h.OtherJob("t", req), "");
+}
+
+TEST(StoreQuotaTest, BoundsAValueAndTheKeysAndBytesOfEachRank) {
+  StoreQuota q(StoreLimits{24, 60, 3});
+  auto set = [&](int rank, const std::string& key, int64_t bytes) {
+    std::string refused = q.Check(rank, key, bytes);
+    if (refused.empty()) q.Record(rank, key, bytes);
+    return refused;
+  };
+  EXPECT_NE(set(1, "a", 25).find("at most 24 B"), std::string::npos);
+  EXPECT_EQ(set(1, "a", 24), "");  // 25 bytes with its key
+  EXPECT_EQ(set(1, "a", 24), "");  // written again: counts once
+  EXPECT_EQ(q.bytes(1), 25);
+  EXPECT_EQ(q.keys(1), 1);
+  EXPECT_EQ(set(1, "b", 24), "");                                               // 50
+  EXPECT_NE(set(1, "c", 10).find("60 B a rank may store"), std::string::npos);  // 61
+  EXPECT_EQ(set(1, "c", 9), "");                                                // exactly 60
+  EXPECT_NE(set(1, "d", 0).find("3 store keys"), std::string::npos);
+  EXPECT_EQ(set(1, "c", 0), "");  // a smaller value frees bytes
+  EXPECT_EQ(q.bytes(1), 51);
+  // Rank 2 writes rank 1's key: it counts for rank 2 now.
+  EXPECT_EQ(set(2, "a", 1), "");
+  EXPECT_EQ(q.bytes(1), 26);
+  EXPECT_EQ(q.keys(1), 2);
+  EXPECT_EQ(q.bytes(2), 2);
+  EXPECT_EQ(set(StoreQuota::kLauncher, "b", 1 << 20), "");  // a launcher: no bound
+  EXPECT_EQ(q.keys(1), 1);
+  EXPECT_EQ(set(StoreQuota::kLauncher, "huge", int64_t{1} << 40), "");
+  q.Clear();
+  EXPECT_EQ(q.bytes(1), 0);
+  EXPECT_EQ(q.bytes(StoreQuota::kLauncher), 0);
 }
 
 TEST(PushQuotaTest, BoundsTheFilesOfARankAndTheBytesOfANode) {
