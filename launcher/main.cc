@@ -12,6 +12,7 @@
 #include "launcher/job/job.h"
 #include "launcher/live/status_command.h"
 #include "launcher/options.h"
+#include "launcher/program/rank_program.h"
 #include "launcher/report/report_command.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -36,8 +37,7 @@ int main(int argc, char** argv) {
   try {
     LaunchOptions options = ParseCommandLine({argv + 1, argv + argc});
     // Still before any thread: a job catches the signals it forwards, the other commands none.
-    const bool job = options.command == Command::kProgram || IsBuiltin(options.command);
-    HandleSignals(job ? options.signals_to_handle : std::vector<int>{});
+    HandleSignals(RunsRanks(options.command) ? options.signals_to_handle : std::vector<int>{});
     switch (options.command) {
       case Command::kHelp:
         std::cout << Usage();

@@ -3,27 +3,25 @@
 #include <iostream>
 
 #include "core/base/proc.h"
-#include "launcher/builtins.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/node_env.h"
 #include "launcher/job/node_roles.h"
-#include "launcher/job/rank_program.h"
-#include "launcher/python/python_launch.h"
+#include "launcher/program/rank_program.h"
 
 namespace dlaunch::launcher {
 
 int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   // Everything that can be wrong with the input fails here, before any rank.
   LaunchOptions o = options;
-  std::vector<std::string> argv = RankArgv(o, self_exe);
+  const std::shared_ptr<const RankProgram> program = MakeRankProgram(o, FindProgramSite(self_exe));
+  std::vector<std::string> argv = program->ResolveArgv();
   NodeSetup setup = ResolveNodeSetup(&o);
   auto placement = PlaceRanks(o, CurrentEnv());
   const std::string host = base::Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, &setup, host);
-  const bool builtin = IsBuiltin(o.command);
-  if (builtin && !o.skip_doctor) CheckDoctorBeforeStart();
+  program->CheckBeforeStart();
 
   CheckFileDescriptorLimit(o.nproc);
   // The input is all checked: what was accepted but does nothing here is said once.
@@ -41,8 +39,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
       return ended->exit_code;
     }
   }
-  JobPlan plan = CreateRunDirectories(
-      JobPlan(o, setup, identity, std::move(argv), CurrentEnv(), python::FindAgentDir(self_exe)));
+  JobPlan plan =
+      CreateRunDirectories(JobPlan(o, setup, identity, std::move(argv), CurrentEnv(), program));
   auto spawner = MakeForkExecSpawner();
   return JobAgent(std::move(plan), role.get(), host, std::move(placement))
       .Run(spawner.get(), &watch);

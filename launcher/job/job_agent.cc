@@ -1,6 +1,5 @@
 #include "launcher/job/job_agent.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,12 +17,8 @@
 #include "core/run_dir/job_events.h"
 #include "core/run_dir/leftovers.h"
 #include "core/run_dir/paths.h"
-#include "launcher/builtins.h"
 #include "launcher/job/agent_watch.h"
 #include "launcher/job/report.h"
-#include "launcher/nccl_log/parser.h"
-#include "launcher/nccl_log/report.h"
-#include "launcher/python/python_launch.h"
 #include "launcher/supervision/file_timer.h"
 
 namespace dlaunch::launcher {
@@ -74,7 +69,7 @@ void MakeDirs(const std::string& path, const char* what) {
   }
 }
 
-SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o) {
+SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o, const RankProgram& program) {
   SupervisorOptions so;
   so.grace_period = o.grace_period;
   so.quiet = o.quiet;
@@ -86,7 +81,7 @@ SupervisorOptions SupervisorOptionsOf(const LaunchOptions& o) {
   }
   so.stdout_filters = o.stdout_filters;
   so.stderr_filters = o.stderr_filters;
-  if (BuiltinPrintsDocument(o)) so.document_rank = 0;
+  if (program.PrintsDocument()) so.document_rank = 0;
   return so;
 }
 
@@ -160,7 +155,7 @@ int JobAgent::EndBeforeStart(const AttemptReport& report) {
 }
 
 int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
-  Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options()));
+  Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options(), plan_.program()));
   const bool opened = !role_->ended() && role_->Open(&plan_, &supervisor);
   if (watch) watch->Stop();
   if (role_->ended()) return EndBeforeStart(*role_->ended());
@@ -184,7 +179,6 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     role_->SetEventLog(events.get());
   }
 
-  const LaunchOptions& o = plan_.options();
   auto announce = [&] {
     const Membership& m = plan_.membership();
     const int world = plan_.world_size();
@@ -212,7 +206,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     AttemptResult progress;
     std::map<int, int> said;  // rank -> 1 started, 2 exited
     auto check_agents = [&] {
-      if (plan_.expects_python_agent() && !progress.ranks.empty()) {
+      if (plan_.expects_agent() && !progress.ranks.empty()) {
         std::cerr << agent_watch.Check(progress, plan_.ranks(), base::UnixMillis()) << std::flush;
       }
     };
@@ -233,7 +227,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     };
     std::vector<RankSpec> specs;
     for (const auto& slot : plan_.ranks()) {
-      python::ClearAttemptFiles(slot.dir);
+      plan_.program().BeforeAttempt(slot.dir);
       ProcessSpec process;
       process.argv = plan_.argv();
       process.env = plan_.RankEnvironment(slot, m.restart_count);
@@ -241,13 +235,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
       // `train` resumes from its checkpoint on any attempt after the first.
       process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
       if (timer) SetEnvEntry(&process.env, kFileTimerFileVar, timer->path());
-      // A forwarded SIGUSR1 must not end a built-in rank that is still loading.
-      if (IsBuiltin(o.command)) {
-        process.ignored_signals = {SIGUSR1, SIGUSR2};
-      } else {
-        // A Python rank's heartbeats must not depend on the disk (its agent's fallback).
-        process.agent_pipe = o.python_agent;
-      }
+      plan_.program().ShapeProcess(&process);  // its ignored signals, the agent's pipe
       if (slot.local_rank < static_cast<int>(placement_.size()))
         ApplyPlacement(placement_[slot.local_rank], &process);
       specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir,
@@ -267,7 +255,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
     if (events) EmitRankEvents(result, host_, events.get(), &said);
     summary.stragglers = role_->Stragglers();
-    SweepBuiltinLeftovers(o);
+    plan_.program().AfterAttempt();
     report = Judge(m.attempt, std::move(result));
     summary.truncated_logs = report.result.truncated_logs;
     role_->Conclude(&report, &summary);
@@ -314,14 +302,7 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
   if (summary.attempts.size() > 1 && plan_.hosts_coordinator()) {
     std::cerr << FormatAttemptStory(summary.attempts) << std::flush;
   }
-  if (o.command == Command::kPreflight && plan_.hosts_coordinator()) {
-    // Beside preflight's bandwidth tables: which transport each rank pair used, from nccl.log.
-    // On stderr when stdout is preflight's --json or --csv document.
-    (BuiltinPrintsDocument(o) ? std::cerr : std::cout)
-        << nccl_log::FormatPreflightSection(
-               nccl_log::Analyze(nccl_log::ParseRankDirs(plan_.run_dir())))
-        << std::flush;
-  }
+  if (plan_.hosts_coordinator()) plan_.program().AfterJob(plan_.run_dir());
   role_->Close(report);
   return report.exit_code;
 }
@@ -346,25 +327,23 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
     report.error = r.stop_reason;
     std::cerr << "dlaunch: " << r.stop_reason << std::endl;
   } else if (r.first_failure) {
-    const Command c = plan_.options().command;
-    const bool builtin = IsBuiltin(c);
+    const RankProgram& program = plan_.program();
     std::string elsewhere;
     const std::optional<size_t> root = role_->RootCause(r, &elsewhere);
-    if (!root && !builtin) {
+    if (!root && !program.ExitSaysVerdict()) {
       // Another node's rank failed first: node 0's diagnosis prints its block (Explain). A
-      // built-in keeps its own rank's report, whose exit says the verdict (3 hang, 4 unhealthy).
+      // program whose rank's exit says the verdict (a built-in's 3 hang, 4 unhealthy) keeps its
+      // own rank's report.
       std::cerr << "dlaunch: " << elsewhere << std::endl;
       report.error = elsewhere;
       report.exit_code = kExitRankFailed;
       return report;
     }
     const RankOutcome& f = r.ranks[root.value_or(*r.first_failure)];
-    // A built-in that failed on purpose (a preflight FAIL) prints its verdict, not a crash report.
-    const std::string verdict =
-        builtin ? BuiltinFailureReport(plan_.options(), f, plan_.run_dir()) : "";
-    if (!verdict.empty()) {
-      std::cerr << verdict;
-      report.error = "preflight verdict FAIL";
+    // A rank that failed on purpose (a preflight FAIL) prints its verdict, not a crash report.
+    if (const auto verdict = program.FailureVerdict(f, plan_.run_dir())) {
+      std::cerr << verdict->report;
+      report.error = verdict->error;
       report.verdict = true;
     } else {
       std::string extra = role_->RankError(f.rank);
@@ -380,7 +359,7 @@ AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {
                      " failed: " + DescribeFailure(f, plan_.ranks()[f.local_rank].dir) +
                      (extra.empty() ? "" : "; " + extra);
     }
-    report.exit_code = builtin ? BuiltinExitCode(f) : kExitRankFailed;
+    report.exit_code = program.ExitCode(f);
   }
   return report;
 }

@@ -4,7 +4,6 @@
 
 #include "core/run_dir/paths.h"
 #include "launcher/nccl_log/nccl_debug_default.h"
-#include "launcher/python/python_launch.h"
 #include "launcher/rendezvous/credentials.h"
 #include "launcher/supervision/log_capture.h"
 
@@ -14,13 +13,13 @@ namespace fs = std::filesystem;
 
 JobPlan::JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
                  std::vector<std::string> argv, std::map<std::string, std::string> launcher_env,
-                 std::string python_agent_dir)
+                 std::shared_ptr<const RankProgram> program)
     : options_(std::move(options)),
       node_(std::move(node)),
       identity_(std::move(identity)),
       argv_(std::move(argv)),
       launcher_env_(std::move(launcher_env)),
-      python_agent_dir_(std::move(python_agent_dir)),
+      program_(program ? std::move(program) : MakeRankProgram(options_, ProgramSite{})),
       run_dir_(options_.log_dir + "/" + identity_.run_id),
       membership_(identity_.membership) {
   PlanRanks();
@@ -39,20 +38,9 @@ void JobPlan::PlanRanks() {
     ranks_.push_back(RankSlot{rank, local, dir.rank(rank).path()});
   }
   common_ = CommonVariables();
-  // After --env: a PYTHONPATH=... of the user's must not hide the rank agent.
-  if (!IsBuiltin(options_.command)) python::PutAgentFirst(python_agent_dir_, &common_);
 }
 
-bool JobPlan::expects_python_agent() const {
-  if (python_agent_dir_.empty() || IsBuiltin(options_.command) || !python::IsPythonEntry(options_))
-    return false;
-  auto it = common_.find("DLAUNCH_PYTHON_AGENT");
-  if (it == common_.end()) {
-    it = launcher_env_.find("DLAUNCH_PYTHON_AGENT");
-    if (it == launcher_env_.end()) return true;
-  }
-  return it->second != "0";
-}
+bool JobPlan::expects_agent() const { return program_->ExpectsAgent(common_, launcher_env_); }
 
 std::string JobPlan::summary_path() const {
   if (node_.role == NodeRoleKind::kJoiningNode) {
@@ -102,9 +90,9 @@ std::map<std::string, std::string> JobPlan::CommonVariables() const {
     v["NCCL_SOCKET_IFNAME"] = o.nccl_socket_ifname;
     v["GLOO_SOCKET_IFNAME"] = o.nccl_socket_ifname;
   }
-  if (!IsBuiltin(o.command))
-    python::AddJobEnv(python_agent_dir_, o.python_agent, launcher_env_, &v);
+  program_->AddJobDefaults(launcher_env_, &v);
   for (const auto& [k, val] : o.env) v[k] = val;
+  program_->AddJobOverrides(&v);
   return v;
 }
 
@@ -117,7 +105,10 @@ std::map<std::string, std::string> JobPlan::JobVariables(const RankSlot& slot, i
   // node's (credentials.h).
   v["DLAUNCH_JOB_TOKEN"] = node_.token.empty() ? "" : RankToken(node_.token, slot.rank);
   v["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restarts);
-  python::AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, DLAUNCH_RANK_DIR
+  // Absolute: the rank's own files (the agent's, `@record`'s) are found after an os.chdir().
+  std::error_code ec;
+  v["DLAUNCH_RANK_DIR"] = fs::absolute(slot.dir, ec).lexically_normal().string();
+  program_->AddRankEnv(slot.dir, launcher_env_, &v);  // TORCHELASTIC_ERROR_FILE, torch's dumps
   if (!options_.nccl_debug.empty()) v["NCCL_DEBUG_FILE"] = rundir::RankDir(slot.dir).nccl_log();
   return v;
 }

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/coordinator_client.h"
 #include "launcher/options.h"
+#include "launcher/program/rank_program.h"
 
 namespace dlaunch::launcher {
 
@@ -66,14 +68,17 @@ struct RankSlot {
 
 class JobPlan {
  public:
-  // `argv`: what each rank runs (checked already). `launcher_env`: dlaunch's own environment,
-  // which ranks inherit under the job's variables. `python_agent_dir`: the folder of the Python
-  // rank agent that program ranks get on PYTHONPATH ("" = none found).
+  // `argv`: what each rank runs (checked already: program->ResolveArgv()). `launcher_env`:
+  // dlaunch's own environment, which ranks inherit under the job's variables. `program`: what
+  // adds to each rank's environment and process; null: MakeRankProgram(options) with no agent
+  // folder.
   JobPlan(LaunchOptions options, NodeSetup node, JobIdentity identity,
           std::vector<std::string> argv, std::map<std::string, std::string> launcher_env,
-          std::string python_agent_dir = "");
+          std::shared_ptr<const RankProgram> program = nullptr);
 
   const LaunchOptions& options() const { return options_; }
+  // What every rank runs; the agent asks it, not the command line, how to start and judge them.
+  const RankProgram& program() const { return *program_; }
   const NodeSetup& node() const { return node_; }
   const JobIdentity& identity() const { return identity_; }
   bool multi_node() const { return node_.role != NodeRoleKind::kSingleNode; }
@@ -102,9 +107,9 @@ class JobPlan {
   // ${local_rank}, ${hostname}: `host`), else "[rank R] ", with --role's name and, when the job
   // spans nodes, `host` in front: "[host trainer rank R] ".
   std::string ConsolePrefix(const RankSlot& slot, const std::string& host) const;
-  // Whether every rank should load the Python rank agent: a Python entry (not a built-in), an
-  // agent folder found, and neither --no-python-agent nor DLAUNCH_PYTHON_AGENT=0.
-  bool expects_python_agent() const;
+  // Whether every rank should load the Python rank agent, so that one that does not is worth a
+  // warning: the program's say (RankProgram::ExpectsAgent) over the job's variables.
+  bool expects_agent() const;
 
   // Whether attempt `attempt` (0-based), which ended with `exit_code`, is followed by another:
   // a failure, not an interrupt, a hang only under --on-hang restart, within --max-restarts.
@@ -123,7 +128,7 @@ class JobPlan {
   JobIdentity identity_;
   std::vector<std::string> argv_;
   std::map<std::string, std::string> launcher_env_;
-  std::string python_agent_dir_;
+  std::shared_ptr<const RankProgram> program_;
   std::string run_dir_;
   Membership membership_;
   std::vector<RankSlot> ranks_;

@@ -12,7 +12,7 @@
 #include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
 #include "launcher/doctor/python_probe.h"
-#include "launcher/job/rank_program.h"
+#include "launcher/program/plain_program.h"
 #include "launcher/python/agent_files.h"
 #include "launcher/python/torch_flight.h"
 
@@ -24,10 +24,6 @@ namespace fs = std::filesystem;
 // torchrun's --run-path: the file runs through runpy in the interpreter, whatever its name.
 constexpr const char* kRunPathLauncher =
     "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 bool IsSet(const char* name) {
   const char* v = std::getenv(name);
@@ -61,12 +57,6 @@ std::string InterpretersWithTorch(const std::string& refused) {
 }
 
 }  // namespace
-
-bool IsPythonEntry(const LaunchOptions& o) {
-  if (o.command != Command::kProgram || o.program.empty()) return false;
-  if (o.module || o.run_path) return true;
-  return !o.no_python && EndsWith(o.program.front(), ".py");
-}
 
 Interpreter ResolveInterpreter(const LaunchOptions& o) {
   Interpreter in;

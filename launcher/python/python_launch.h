@@ -18,10 +18,6 @@ struct Interpreter {
   std::string source;  // "--python", "PYTHON_EXEC" or "PATH"
 };
 
-// True when dlaunch itself picks the interpreter: a .py program (unless --no-python), -m or
-// --run-path.
-bool IsPythonEntry(const LaunchOptions& o);
-
 // --python, else $PYTHON_EXEC, else python3 from PATH. Throws UsageError naming where the missing
 // interpreter came from.
 Interpreter ResolveInterpreter(const LaunchOptions& o);

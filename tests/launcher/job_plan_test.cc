@@ -22,6 +22,11 @@ LaunchOptions Options(int nproc, int nnodes = 1, int node_rank = 0) {
   return o;
 }
 
+// The program `o` runs, with the rank agent's folder at /opt/agent.
+std::shared_ptr<const RankProgram> WithAgent(const LaunchOptions& o) {
+  return MakeRankProgram(o, ProgramSite{"", "/opt/agent"});
+}
+
 JobPlan Plan(LaunchOptions o, NodeRoleKind role = NodeRoleKind::kSingleNode,
              std::map<std::string, std::string> env = {}) {
   NodeSetup setup;
@@ -114,7 +119,7 @@ TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
   const std::map<std::string, std::string> env = {{"PYTHONPATH", "/mine"},
                                                   {"TORCH_NCCL_TRACE_BUFFER_SIZE", "50"}};
   LaunchOptions o = Options(1);
-  JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, env, "/opt/agent");
+  JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, env, WithAgent(o));
   auto v = plan.JobVariables(plan.ranks()[0], 0);
   EXPECT_EQ(v["PYTHONPATH"], "/opt/agent:/mine");
   EXPECT_EQ(v["PYTHONUNBUFFERED"], "1");
@@ -125,11 +130,11 @@ TEST(JobPlanTest, ProgramRanksGetThePythonAgentAndAbsoluteTorchFiles) {
   EXPECT_EQ(v.count("DLAUNCH_PYTHON_AGENT"), 0u);
 
   o.python_agent = false;  // --no-python-agent
-  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, env, "/opt/agent")
+  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, env, WithAgent(o))
                 .JobVariables(plan.ranks()[0], 0)["DLAUNCH_PYTHON_AGENT"],
             "0");
   o.command = Command::kTrain;  // built-in ranks are not Python
-  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent")
+  EXPECT_EQ(JobPlan(o, setup, id, {"x"}, {}, WithAgent(o))
                 .JobVariables(plan.ranks()[0], 0)
                 .count("PYTHONPATH"),
             0u);
@@ -147,26 +152,27 @@ TEST(JobPlanTest, EnvPythonPathKeepsTheAgentFirst) {
   o.env = {{"PYTHONPATH", "/theirs:/more"}};
   for (const auto& inherited :
        std::vector<std::map<std::string, std::string>>{{}, {{"PYTHONPATH", "/mine"}}}) {
-    JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, inherited, "/opt/agent");
+    JobPlan plan(o, setup, id, {"/usr/bin/python3", "-u", "t.py"}, inherited, WithAgent(o));
     EXPECT_EQ(plan.JobVariables(plan.ranks()[0], 0)["PYTHONPATH"], "/opt/agent:/theirs:/more");
-    EXPECT_TRUE(plan.expects_python_agent());
+    EXPECT_TRUE(plan.expects_agent());
   }
   o.env = {{"PYTHONPATH", ""}};
-  JobPlan empty(o, setup, id, {"x"}, {}, "/opt/agent");
+  JobPlan empty(o, setup, id, {"x"}, {}, WithAgent(o));
   EXPECT_EQ(empty.JobVariables(empty.ranks()[0], 0)["PYTHONPATH"], "/opt/agent");
   // Already first (a job started from inside another): not twice.
-  JobPlan nested(Options(1), setup, id, {"x"}, {{"PYTHONPATH", "/opt/agent:/mine"}}, "/opt/agent");
+  JobPlan nested(Options(1), setup, id, {"x"}, {{"PYTHONPATH", "/opt/agent:/mine"}},
+                 WithAgent(Options(1)));
   EXPECT_EQ(nested.JobVariables(nested.ranks()[0], 0)["PYTHONPATH"], "/opt/agent:/mine");
 
   // No agent is expected of an opted-out job, a program that is not Python, or no agent folder.
   o.env = {{"DLAUNCH_PYTHON_AGENT", "0"}};
-  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent").expects_python_agent());
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, WithAgent(o)).expects_agent());
   o.env = {};
-  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {{"DLAUNCH_PYTHON_AGENT", "0"}}, "/opt/agent")
-                   .expects_python_agent());
-  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "").expects_python_agent());
+  EXPECT_FALSE(
+      JobPlan(o, setup, id, {"x"}, {{"DLAUNCH_PYTHON_AGENT", "0"}}, WithAgent(o)).expects_agent());
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, MakeRankProgram(o, ProgramSite{})).expects_agent());
   o.program = {"./prog"};
-  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, "/opt/agent").expects_python_agent());
+  EXPECT_FALSE(JobPlan(o, setup, id, {"x"}, {}, WithAgent(o)).expects_agent());
 }
 
 TEST(AgentLoadWatchTest, SaysOnceForRanksWithoutAHeartbeat) {
