@@ -53,7 +53,7 @@ int64_t InFlightSeq(const core::RankStatus& s) {
 int64_t ProgressOf(int64_t seen_unix_ms, const RankLiveState& r, int64_t lateness_ms) {
   const int64_t seen = r.last_progress_unix_ms > 0 ? r.last_progress_unix_ms : seen_unix_ms;
   const core::RankStatus& s = r.status;
-  if (r.python_agent || r.remote || s.arrival_unix_us.empty() ||
+  if (r.runs_agent || r.remote || s.arrival_unix_us.empty() ||
       s.last_started_seq <= s.last_completed_seq) {
     return seen;
   }
@@ -115,7 +115,7 @@ std::string HangMonitor::FindStall(const std::vector<RankLiveState>& ranks, int6
     if (r.linked) {
       // The Python agent's heartbeat thread needs the GIL, so a long call that holds it is not a
       // stall by itself; a native rank's heartbeat thread runs whatever the program does.
-      if (!r.python_agent && r.last_heartbeat_unix_ms > 0 &&
+      if (!r.runs_agent && r.last_heartbeat_unix_ms > 0 &&
           now - r.last_heartbeat_unix_ms > heartbeat_ms) {
         add(who + ": no heartbeat for " + FormatDurationMs(now - r.last_heartbeat_unix_ms));
       }
@@ -245,7 +245,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
     } else if (r.pid > 0) {
       // A stopped Python rank's native stack only shows the stop, and gdb takes seconds to load
       // torch's symbols: its process state says it all.
-      if (r.python_agent && hopeless[r.rank] && ProcessState(r.pid).rfind("T", 0) == 0) continue;
+      if (r.runs_agent && hopeless[r.rank] && ProcessState(r.pid).rfind("T", 0) == 0) continue;
       targets.push_back({r.rank, r.pid, run.rank(r.rank).stacks()});
     }
   }

@@ -19,7 +19,9 @@ struct RankLiveState {
   int pid = 0;          // 0 for a rank on another node: no process state or stacks for it here
   bool remote = false;  // on another node: its node's agent takes its stacks (RemoteStacks)
   bool linked = false;  // has a heartbeat stream (the program uses libdlaunch) or a Python agent
-  bool python_agent = false;  // the heartbeats come from the Python rank agent's heartbeat.json
+  // The rank said, as it started, that it runs the Python agent: its heartbeats are its
+  // heartbeat.json, its dumps its agent's files.
+  bool runs_agent = false;
   // Why the agent could not write heartbeat.json (its newest heartbeat came through its pipe
   // instead): "heartbeat.json: [Errno 28] No space left on device"; "" when it could.
   std::string heartbeat_write_error;

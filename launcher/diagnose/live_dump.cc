@@ -158,13 +158,13 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   // flight.json written after them. Another node's files carry node 0's push times, in the
   // push's order: there new Python stacks are the answer.
   auto answer_file = [&](const RankLiveState& r) {
-    return r.python_agent ? run.rank(r.rank).py_stacks() : run.rank(r.rank).flight();
+    return r.runs_agent ? run.rank(r.rank).py_stacks() : run.rank(r.rank).flight();
   };
   auto has_answered = [&](const RankLiveState& r,
                           const std::tuple<int64_t, int64_t, int64_t>& was) {
     const auto now = base::FileVersion(answer_file(r));
     if (now == was) return false;
-    return !r.python_agent || r.remote ||
+    return !r.runs_agent || r.remote ||
            std::get<1>(base::FileVersion(run.rank(r.rank).flight())) >= std::get<1>(now);
   };
   std::map<int, std::tuple<int64_t, int64_t, int64_t>> before;

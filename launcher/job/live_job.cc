@@ -81,7 +81,7 @@ std::vector<RankLiveState> LiveJobView::Ranks() {
     if (sent && (!beat || sent->unix_ms > beat->unix_ms)) beat = std::move(sent);
     if (beat) {
       s.heartbeat_write_error = beat->write_error;
-      s.linked = s.python_agent = true;
+      s.linked = s.runs_agent = true;
       s.status = beat->status;
       s.last_heartbeat_unix_ms = beat->unix_ms;
       s.last_progress_unix_ms = beat->progress_unix_ms;

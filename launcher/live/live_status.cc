@@ -63,7 +63,7 @@ LiveSnapshot LiveStatus::Build(const std::vector<RankLiveState>& ranks,
     LiveRank x;
     x.rank = r.rank;
     x.remote = r.remote;
-    x.python = r.python_agent;
+    x.python = r.runs_agent;
     x.pid = r.pid;
     x.host = r.remote ? "" : facts.local_host;
     if (auto it = remote.find(r.rank); r.remote && it != remote.end()) {

@@ -25,7 +25,7 @@ class QuietJob : public JobView {
     for (int r = 0; r < world; ++r) {
       RankLiveState s;
       s.rank = r;
-      s.linked = s.python_agent = true;
+      s.linked = s.runs_agent = true;
       s.last_heartbeat_unix_ms = kT0;
       ranks.push_back(s);
     }
@@ -177,7 +177,7 @@ TEST(HangRulesTest, TheTimeoutRunsFromTheProgressTheRankReports) {
 
 TEST(HangRulesTest, OpaqueSilenceCountsOnlyWhenAskedFor) {
   QuietJob job(2);
-  for (RankLiveState& r : job.ranks) r.linked = r.python_agent = false;
+  for (RankLiveState& r : job.ranks) r.linked = r.runs_agent = false;
   HangMonitor plain(job, Quick());
   EXPECT_FALSE(plain.Poll(kT0).has_value());
   EXPECT_FALSE(plain.Poll(kT0 + 10 * kTimeoutMs).has_value());
