@@ -56,7 +56,9 @@ class ContainmentTest : public DurabilityTest {
     if (want_cgroup && cg.find("/dlaunch-") == std::string::npos) {
       GTEST_SKIP() << "no writable cgroup v2 with cgroup.kill here (rank in '" << cg << "')";
     }
-    if (!want_cgroup) EXPECT_EQ(cg.find("/dlaunch-"), std::string::npos) << cg;
+    if (!want_cgroup) {
+      EXPECT_EQ(cg.find("/dlaunch-"), std::string::npos) << cg;
+    }
     // A rank between its "ready" line and its exec shows no environment for a moment.
     std::set<pid_t> marked = MarkedPids(marker);
     for (int i = 0; i < 100 && marked.size() < 2 * per_rank; ++i) {
