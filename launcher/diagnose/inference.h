@@ -49,8 +49,17 @@ struct MismatchGroup {
 enum class TieBreak {
   kNone,           // not a tie: the majority is right
   kUndecided,      // a tie the evidence cannot break: no culprit is named
-  kPeerSizeAbort,  // Gloo aborted a rank of the right side: a peer sent it too many bytes
+  kCallSite,       // each rank's own earlier calls at the same call site: the wrong side changed
   kPattern,        // the right side repeats the calls that came before; the wrong one breaks them
+  kPeerSizeAbort,  // Gloo aborted a rank of one side (it got more than it posted): larger is wrong
+};
+
+// Each tied rank's own earlier call at the call site of the mismatch (TieBreak::kCallSite).
+struct SiteHistory {
+  std::string call_site;
+  std::vector<int> kept, changed;  // called there what they called there before, or not
+  Signature before;                // what every tied rank called there last time
+  int64_t before_seq = -1;         // that call's seq on the first kept rank
 };
 
 // The calls before a tied mismatch that decided it (TieBreak::kPattern).
@@ -71,6 +80,7 @@ struct Mismatch {
   std::vector<MismatchGroup> groups;  // by signature
   std::vector<int> culprits;
   TieBreak tie = TieBreak::kNone;
+  SiteHistory site;
   CallPattern pattern;
   std::string pg;  // the process group compared ("0": the default one); "" unknown
   int64_t pg_seq = -1;

@@ -20,13 +20,13 @@ class MismatchFinder {
   MismatchFinder(const std::vector<RankFacts>& facts, Mismatch* m, bool* p2p_not_compared)
       : f_(facts), m_(m), p2p_not_compared_(p2p_not_compared) {}
 
-  // The lowest collective at which ranks' flight recorders disagree. Collectives line up across
-  // ranks per process group by the group's own count (pg_seq), as torch's fr_trace matches them:
-  // two groups' calls interleave differently on different ranks. Without pg_seq, by seq, unless
-  // send/recv calls (which count in seq) differ between ranks; then by collective_seq, when the
-  // recorder wrote it.
-  const FlightEntry* Find() {
+  // How collectives line up across ranks: per process group by pg_seq, else by collective_seq,
+  // else by seq. The agent counts send/recv in pg_seq, so pg_seq lines collectives up only without
+  // them; torch's records count collectives alone in it (send/recv carry pg_seq -1). False when
+  // send/recv shift every count the recorders wrote.
+  bool ChooseKeys(bool* by_pg, bool* by_collective_seq) const {
     bool saw_p2p = false;
+    bool p2p_in_pg_seq = false;
     bool have_collective_seq = true;
     bool have_pg_seq = true;
     for (const RankFacts& r : f_) {
@@ -34,19 +34,29 @@ class MismatchFinder {
       for (const FlightEntry& e : r.flight->entries) {
         if (rundir::IsPointToPoint(e.op)) {
           saw_p2p = true;
+          p2p_in_pg_seq = p2p_in_pg_seq || e.pg_seq >= 0;
         } else {
           have_collective_seq = have_collective_seq && e.collective_seq >= 0;
           have_pg_seq = have_pg_seq && e.pg_seq >= 0 && !e.pg.empty();
         }
       }
     }
-    const bool by_collective_seq = saw_p2p && have_collective_seq;
-    if (saw_p2p && !by_collective_seq) {
+    *by_pg = have_pg_seq && !p2p_in_pg_seq;
+    *by_collective_seq = !*by_pg && saw_p2p && have_collective_seq;
+    return !saw_p2p || *by_pg || *by_collective_seq;
+  }
+
+  // The lowest collective at which ranks' flight recorders disagree. Collectives line up across
+  // ranks per process group by the group's own count (pg_seq), as torch's fr_trace matches them:
+  // two groups' calls interleave differently on different ranks. Without pg_seq, by seq, unless
+  // send/recv calls (which count in seq) differ between ranks; then by collective_seq, when the
+  // recorder wrote it.
+  const FlightEntry* Find() {
+    bool by_pg = false, by_collective_seq = false;
+    if (!ChooseKeys(&by_pg, &by_collective_seq)) {
       *p2p_not_compared_ = true;
       return nullptr;
     }
-    // Send/recv count in pg_seq too: only without them does pg_seq line collectives up.
-    const bool by_pg = !saw_p2p && have_pg_seq;
     std::map<CallKey, std::map<int, const FlightEntry*>> by_key;  // key -> rank -> entry
     for (const RankFacts& r : f_) {
       if (!r.flight) continue;
@@ -108,17 +118,14 @@ class MismatchFinder {
   }
 
   // The side of a mismatch taken as right: the majority. An even split is a tie, broken only by
-  // evidence: a rank of one side that Gloo aborted because a peer sent it too much (the sender is
-  // at fault), else the calls before it (TiePattern). Returns groups.end() for a tie nothing
-  // breaks.
+  // evidence, strongest first: each rank's own earlier calls at the same call site (SiteHistory),
+  // the calls before it (TiePattern), else a rank of one side that Gloo aborted because a peer
+  // sent it more than it posted (the larger side is taken as wrong: the abort itself only says
+  // the sizes differ, so it comes last). Returns groups.end() for a tie nothing breaks.
   using SignatureGroups = std::map<Signature, std::vector<int>>;
-  SignatureGroups::const_iterator PickRightSide(
-      const SignatureGroups& groups, const CallKey& key,
-      const std::map<CallKey, std::map<int, const FlightEntry*>>& by_key, Mismatch* m) const {
-    auto victims = [&](const std::vector<int>& ranks) {
-      return std::count_if(ranks.begin(), ranks.end(),
-                           [&](int r) { return f_[r].aborted_by_peer_size(); });
-    };
+  using ByKey = std::map<CallKey, std::map<int, const FlightEntry*>>;
+  SignatureGroups::const_iterator PickRightSide(const SignatureGroups& groups, const CallKey& key,
+                                                const ByKey& by_key, Mismatch* m) const {
     auto best = groups.begin();
     for (auto it = groups.begin(); it != groups.end(); ++it) {
       if (it->second.size() > best->second.size()) best = it;
@@ -128,21 +135,68 @@ class MismatchFinder {
       if (it->second.size() == best->second.size()) largest.push_back(it);
     }
     if (largest.size() == 1) return best;
-    // Gloo's abort: only the side holding victims, when exactly one does.
-    std::vector<SignatureGroups::const_iterator> aborted;
-    for (auto it : largest) {
-      if (victims(it->second) > 0) aborted.push_back(it);
-    }
-    if (aborted.size() == 1) {
-      m->tie = TieBreak::kPeerSizeAbort;
-      return aborted.front();
+    if (const int side = SiteHistory(largest, key, by_key, m); side >= 0) {
+      m->tie = TieBreak::kCallSite;
+      return largest[side];
     }
     if (const int side = TiePattern(largest, key, by_key, m); side >= 0) {
       m->tie = TieBreak::kPattern;
       return largest[side];
     }
+    std::vector<SignatureGroups::const_iterator> aborted;
+    for (auto it : largest) {
+      if (std::any_of(it->second.begin(), it->second.end(),
+                      [&](int r) { return f_[r].aborted_by_peer_size(); })) {
+        aborted.push_back(it);
+      }
+    }
+    if (aborted.size() == 1) {
+      m->tie = TieBreak::kPeerSizeAbort;
+      return aborted.front();
+    }
     m->tie = TieBreak::kUndecided;
     return groups.end();
+  }
+
+  // A tie where every tied rank calls from one call site, settled by each rank's own last call
+  // there: the ranks that call what they called there before are right when the ranks of every
+  // other side called something else than before (a size that a loop kept for steps changed on
+  // one rank). Returns the right side (its index in `largest`), or -1 when the call sites differ,
+  // a rank has no earlier call there, the ranks disagreed there before, or more than one side
+  // (or none) kept its call.
+  int SiteHistory(const std::vector<SignatureGroups::const_iterator>& largest, const CallKey& key,
+                  const ByKey& by_key, Mismatch* m) const {
+    const std::map<int, const FlightEntry*>& at = by_key.at(key);
+    std::vector<int> ranks;
+    for (auto it : largest) ranks.insert(ranks.end(), it->second.begin(), it->second.end());
+    const std::string& site = at.at(ranks.front())->call_site;
+    if (site.empty()) return -1;
+    for (int r : ranks) {
+      if (at.at(r)->call_site != site) return -1;
+    }
+    std::map<int, const FlightEntry*> previous;  // each rank's last call at `site` before `key`
+    for (auto k = by_key.lower_bound(CallKey{key.pg, INT64_MIN}); k != by_key.end(); ++k) {
+      if (k->first.pg != key.pg || !(k->first < key)) break;
+      for (int r : ranks) {
+        auto e = k->second.find(r);
+        if (e != k->second.end() && e->second->call_site == site) previous[r] = e->second;
+      }
+    }
+    if (previous.size() != ranks.size()) return -1;
+    const Signature before = SignatureOf(*previous.begin()->second);
+    std::vector<int> kept, changed;
+    for (int r : ranks) {
+      if (!(SignatureOf(*previous[r]) == before)) return -1;
+      (SignatureOf(*at.at(r)) == before ? kept : changed).push_back(r);
+    }
+    std::sort(kept.begin(), kept.end());
+    std::sort(changed.begin(), changed.end());
+    for (size_t side = 0; side < largest.size() && !changed.empty(); ++side) {
+      if (largest[side]->second != kept) continue;
+      m->site = {site, kept, changed, before, previous[kept.front()]->seq};
+      return static_cast<int>(side);
+    }
+    return -1;
   }
 
   // The calls that led up to a tied mismatch: where the tied ranks first differ (the signature or
@@ -152,8 +206,7 @@ class MismatchFinder {
   // right side (its index in `largest`), or -1 when the history is too short, does not repeat, or
   // does not single out one side.
   int TiePattern(const std::vector<SignatureGroups::const_iterator>& largest, const CallKey& key,
-                 const std::map<CallKey, std::map<int, const FlightEntry*>>& by_key,
-                 Mismatch* m) const {
+                 const ByKey& by_key, Mismatch* m) const {
     std::vector<int> ranks;
     for (auto it : largest) ranks.insert(ranks.end(), it->second.begin(), it->second.end());
     // Every tied rank's calls of this key's group, up to and including the key.

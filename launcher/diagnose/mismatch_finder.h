@@ -1,7 +1,8 @@
 // The mismatch step of the inference layer: the lowest collective at which the ranks' flight
 // recorders disagree (op, dtype, size, root), the side taken as right and why (the majority; a
-// tie broken by Gloo's size abort or by the calls before it; else undecided). Pure computation;
-// never throws.
+// tie broken by each rank's own earlier calls at the same call site, by the calls before it, or
+// by Gloo's size abort; else undecided). dlaunch's records and torch's dumps alike (torch's as
+// records: diagnose/torch_flight/torch_records.h). Pure computation; never throws.
 #pragma once
 
 #include <string>

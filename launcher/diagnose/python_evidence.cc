@@ -4,10 +4,11 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/base/files.h"
 #include "core/base/format.h"
+#include "launcher/diagnose/torch_flight/torch_findings.h"
+#include "launcher/diagnose/torch_flight/torch_records.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -18,70 +19,20 @@ constexpr char kGlooSizeEnforce[] = "op.preamble.length <= op.nbytes. ";
 
 constexpr size_t kTorchEntriesInJson = 32;  // per rank, the newest: diagnosis.json stays small
 constexpr size_t kTorchEntriesInText = 3;   // per rank, the oldest not completed
-constexpr size_t kTorchTensorsInText = 8;   // of an entry's inputs
 constexpr size_t kTorchGroupsInText = 8;    // process groups in a dump's line
-constexpr size_t kTorchFindings = 16;       // of the comparison across ranks
 
-// torch's names for what dlaunch's recorders call op and dtype.
-std::string DlaunchOp(const std::string& op) {
-  static const std::map<std::string, std::string> names = {
-      {"all_reduce", "allreduce"},
-      {"allreduce_coalesced", "allreduce"},
-      {"all_reduce_coalesced", "allreduce"},
-      {"all_gather", "allgather"},
-      {"_allgather_base", "allgather"},
-      {"all_gather_into_tensor_coalesced", "allgather"},
-      {"allgather_into_tensor_coalesced", "allgather"},
-      {"reduce_scatter", "reduce_scatter"},
-      {"_reduce_scatter_base", "reduce_scatter"},
-      {"reduce_scatter_tensor_coalesced", "reduce_scatter"},
-      {"all_to_all", "alltoall"},
-      {"alltoall", "alltoall"},
-      {"alltoall_base", "alltoall"},
-      {"broadcast", "broadcast"},
-      {"reduce", "reduce"},
-      {"gather", "gather"},
-      {"scatter", "scatter"},
-      {"barrier", "barrier"},
-      {"send", "send"},
-      {"recv", "recv"}};
-  auto it = names.find(op);
-  return it == names.end() ? op : it->second;
-}
-
-std::string DlaunchDtype(const std::string& dtype) {
-  static const std::map<std::string, std::string> names = {
-      {"Float", "float"}, {"Double", "double"}, {"Half", "half"},  {"BFloat16", "bfloat16"},
-      {"Int", "int32"},   {"Long", "int64"},    {"Byte", "uint8"}, {"Char", "int8"}};
-  auto it = names.find(dtype);
-  return it == names.end() ? dtype : it->second;
-}
-
-// "Float[1024]" or "Float[4,256],Float[16]": what torch recorded of the inputs.
-std::string DescribeInputs(const python::TorchFlightEntry& e) {
-  std::string out;
-  for (size_t i = 0; i < e.input_sizes.size(); ++i) {
-    if (i == kTorchTensorsInText) {
-      out += ",... (" + std::to_string(e.input_sizes.size()) + " tensors)";
-      break;
-    }
-    if (i) out += ",";
-    out += i < e.input_dtypes.size() ? e.input_dtypes[i] : "";
-    out += "[";
-    for (size_t d = 0; d < e.input_sizes[i].size(); ++d) {
-      out += (d ? "," : "") + std::to_string(e.input_sizes[i][d]);
-    }
-    out += "]";
-  }
-  return out;
-}
-
-std::string DescribeEntry(const python::TorchFlightEntry& e) {
+// "#5 gloo:all_reduce Float[1024] started (timeout 600000 ms) at train.py:42 step": the state
+// read from every signal of the dump (torch_records.h), torch's own beside it when they differ.
+std::string DescribeEntry(const python::TorchFlightEntry& e, const python::TorchFlightDump& d) {
   std::string out = "#" + std::to_string(e.collective_seq_id) + " " + e.profiling_name;
-  const std::string inputs = DescribeInputs(e);
+  const std::string inputs = torch_flight::DescribeTensors(e.input_sizes, e.input_dtypes);
   if (!inputs.empty()) out += " " + inputs;
-  out += " " + (e.state.empty() ? std::string("(no state)") : e.state);
-  if (e.state != "completed" && e.timeout_ms > 0) {
+  const rundir::OpState state = torch_flight::StateOf(e, d);
+  out += std::string(" ") + rundir::OpStateName(state);
+  if (e.state != rundir::OpStateName(state)) {
+    out += " (state " + (e.state.empty() ? std::string("unset") : e.state) + ")";
+  }
+  if (state != rundir::OpState::kCompleted && e.timeout_ms > 0) {
     out += " (timeout " + std::to_string(e.timeout_ms) + " ms)";
   }
   const std::string site = e.call_site();
@@ -180,12 +131,14 @@ void AddPythonEvidence(const RankRecord& record, RankFacts& facts) {
   if (!abort) return;
   facts.peer_sent_bytes = abort->sent_bytes;
   facts.peer_expected_bytes = abort->expected_bytes;
-  // Its exit is what a peer's size did to it, not a failure of its own.
+  // Its exit is what the size mismatch did to it, not a failure of its own.
   facts.failure.consequence = true;
+  // Which side is wrong is the mismatch verdict's to say: a receiver whose own tensor shrank is
+  // aborted just as one whose peer's grew.
   facts.notes.push_back("aborted by Gloo: a peer sent " + std::to_string(abort->sent_bytes) +
                         " bytes where it expected at most " +
                         std::to_string(abort->expected_bytes) +
-                        " (op.preamble.length <= op.nbytes), so the sender's size is wrong");
+                        " (op.preamble.length <= op.nbytes): the two ranks' sizes differ");
 }
 
 void ReadTorchFlight(const rundir::RankDir& dir, python::TorchReadBudget* budget,
@@ -208,158 +161,14 @@ void UseTorchFlightWithoutOther(RunSnapshot* run) {
   }
   for (RankRecord& r : run->ranks) {
     if (r.torch_flight.empty()) continue;
-    const python::TorchFlightDump& dump = r.torch_flight.back();
-    rundir::FlightDump flight;
-    flight.rank = r.rank;
-    flight.backend = "nccl";
-    flight.reason = "torch";
-    // Dated by its entries, not by written_unix_ms (the file's mtime, which a copy resets).
-    for (const python::TorchFlightEntry& e : dump.entries) {
-      // Only the default group's collectives line up across every rank by collective_seq_id.
-      if (e.is_p2p || e.collective_seq_id < 0 || (e.pg_name != "0" && e.pg_id != 0)) continue;
-      rundir::FlightEntry f;
-      f.seq = f.collective_seq = e.collective_seq_id;
-      f.op = DlaunchOp(e.op());
-      f.dtype = e.input_dtypes.empty() ? "" : DlaunchDtype(e.input_dtypes.front());
-      f.count = e.elements();
-      if (!e.input_sizes.empty()) f.shape = e.input_sizes.front();
-      f.state = e.state == "completed" ? rundir::OpState::kCompleted
-                : e.state == "started" ? rundir::OpState::kStarted
-                                       : rundir::OpState::kScheduled;
-      f.scheduled_unix_ns = e.time_created_ns;
-      f.started_unix_ns = e.time_discovered_started_ns;
-      f.completed_unix_ns = e.time_discovered_completed_ns;
-      if (e.duration_ms >= 0) f.duration_us = static_cast<int64_t>(e.duration_ms * 1000);
-      f.pg = e.pg_name;
-      f.pg_seq = e.collective_seq_id;
-      f.call_site = e.call_site();
-      flight.dumped_unix_ms =
-          std::max(flight.dumped_unix_ms, std::max({e.time_created_ns, e.time_discovered_started_ns,
-                                                    e.time_discovered_completed_ns}) /
-                                              1000000);
-      flight.entries.push_back(std::move(f));
-    }
+    rundir::FlightDump flight =
+        torch_flight::ToFlightRecords(r.torch_flight.back(), torch_flight::Scope::kDefaultGroup);
     if (flight.entries.empty()) continue;
-    std::sort(
-        flight.entries.begin(), flight.entries.end(),
-        [](const rundir::FlightEntry& a, const rundir::FlightEntry& b) { return a.seq < b.seq; });
-    flight.entries.erase(std::unique(flight.entries.begin(), flight.entries.end(),
-                                     [](const rundir::FlightEntry& a,
-                                        const rundir::FlightEntry& b) { return a.seq == b.seq; }),
-                         flight.entries.end());
+    flight.rank = r.rank;
     r.flight = std::move(flight);
     r.flight_state = rundir::FileState::kOk;
   }
 }
-
-namespace {
-
-using TorchEntries = std::map<int, const python::TorchFlightEntry*>;  // rank -> its entry
-
-// Comparing the dumps across ranks as torch's fr_trace does: per process group and
-// collective_seq_id, the first op/dtype/size disagreement, and the first collective that some
-// ranks never joined.
-void CompareTorchDumps(const RunSnapshot& run, nlohmann::json* findings,
-                       std::vector<std::string>* lines) {
-  std::map<std::string, std::map<int64_t, TorchEntries>> by_pg;  // pg -> seq -> rank -> entry
-  std::map<std::string, std::map<int, int64_t>> last_seq;        // pg -> rank -> highest seq
-  std::map<std::string, std::vector<int>> members;
-  for (const RankRecord& r : run.ranks) {
-    if (r.torch_flight.empty()) continue;
-    const python::TorchFlightDump& d = r.torch_flight.back();
-    for (const python::TorchFlightEntry& e : d.entries) {
-      if (e.is_p2p || e.collective_seq_id < 0) continue;
-      by_pg[e.pg_name][e.collective_seq_id][r.rank] = &e;
-      int64_t& last = last_seq[e.pg_name].try_emplace(r.rank, -1).first->second;
-      last = std::max(last, e.collective_seq_id);
-    }
-    for (const auto& [name, g] : d.process_groups) {
-      if (!g.ranks.empty()) members[name] = g.ranks;
-    }
-  }
-  for (const auto& [pg, seqs] : by_pg) {
-    if (findings->size() >= kTorchFindings) break;
-    bool mismatch_found = false;
-    for (const auto& [seq, entries] : seqs) {
-      std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::vector<int64_t>>>,
-               std::vector<int>>
-          groups;
-      for (const auto& [rank, e] : entries) {
-        groups[{e->profiling_name, e->input_dtypes, e->input_sizes}].push_back(rank);
-      }
-      if (groups.size() < 2) continue;
-      auto best = groups.begin();
-      for (auto it = groups.begin(); it != groups.end(); ++it) {
-        if (it->second.size() > best->second.size()) best = it;
-      }
-      const python::TorchFlightEntry& good = *entries.at(best->second.front());
-      std::string kind = "SIZE_OR_SYNTAX_MISMATCH";
-      std::vector<int> culprits;
-      std::string odd;
-      for (auto it = groups.begin(); it != groups.end(); ++it) {
-        if (it == best) continue;
-        const python::TorchFlightEntry& e = *entries.at(it->second.front());
-        if (e.profiling_name != good.profiling_name) {
-          kind = "COLLECTIVE_TYPE_MISMATCH";
-        } else if (e.input_dtypes != good.input_dtypes && kind != "COLLECTIVE_TYPE_MISMATCH") {
-          kind = "COLLECTIVE_DTYPE_MISMATCH";
-        }
-        culprits.insert(culprits.end(), it->second.begin(), it->second.end());
-        odd += (odd.empty() ? "" : "; ") + base::NameRanks(it->second) + " called " +
-               e.profiling_name + " " + DescribeInputs(e);
-      }
-      std::sort(culprits.begin(), culprits.end());
-      const std::string line = "PyTorch flight recorder: " + kind + " at " + GroupLabel(good) +
-                               " collective #" + std::to_string(seq) + ": " + odd + " while " +
-                               base::NameRanks(best->second) + " called " + good.profiling_name +
-                               " " + DescribeInputs(good);
-      lines->push_back(line);
-      findings->push_back({{"kind", kind},
-                           {"pg", pg},
-                           {"collective_seq_id", seq},
-                           {"culprit_ranks", culprits},
-                           {"line", line}});
-      mismatch_found = true;
-      break;
-    }
-    if (mismatch_found) continue;
-    // The first collective not completed everywhere it was recorded, and who never recorded it.
-    for (const auto& [seq, entries] : seqs) {
-      bool all_completed = true;
-      for (const auto& [rank, e] : entries)
-        all_completed = all_completed && e->state == "completed";
-      std::vector<int> joined, missing;
-      for (const auto& [rank, e] : entries) joined.push_back(rank);
-      std::vector<int> group = members.count(pg) ? members[pg] : std::vector<int>{};
-      if (group.empty()) {
-        for (const auto& [rank, last] : last_seq[pg]) group.push_back(rank);
-      }
-      for (int m : group) {
-        auto it = last_seq[pg].find(m);
-        if (!entries.count(m) && it != last_seq[pg].end() && it->second < seq) missing.push_back(m);
-      }
-      if (all_completed && missing.empty()) continue;
-      const python::TorchFlightEntry& first = *entries.begin()->second;
-      std::string line = "PyTorch flight recorder: " + GroupLabel(first) + " collective #" +
-                         std::to_string(seq) + " " + first.profiling_name + ": " +
-                         base::NameRanks(joined) + " " + first.state;
-      if (!missing.empty()) {
-        line += "; " + base::NameRanks(missing) +
-                " never joined it (not all ranks joined collective #" + std::to_string(seq) + ")";
-      }
-      lines->push_back(line);
-      findings->push_back({{"kind", missing.empty() ? "not_completed" : "missing_ranks"},
-                           {"pg", pg},
-                           {"collective_seq_id", seq},
-                           {"entered_ranks", joined},
-                           {"missing_ranks", missing},
-                           {"line", line}});
-      break;
-    }
-  }
-}
-
-}  // namespace
 
 void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
   diagnosis->skipped_evidence = run.skipped_evidence;
@@ -395,7 +204,7 @@ void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
       std::map<std::string, const python::TorchFlightEntry*> last_done;  // per process group
       std::vector<const python::TorchFlightEntry*> open;
       for (const python::TorchFlightEntry& e : d.entries) {
-        if (e.state == "completed") {
+        if (torch_flight::StateOf(e, d) == rundir::OpState::kCompleted) {
           last_done[e.pg_name] = &e;
         } else if (open.size() < kTorchEntriesInText) {
           open.push_back(&e);
@@ -413,13 +222,13 @@ void AttachTorchFlight(const RunSnapshot& run, Diagnosis* diagnosis) {
       }
       lines.push_back(line);
       for (const python::TorchFlightEntry* e : open) {
-        lines.push_back("  " + GroupLabel(*e) + " " + DescribeEntry(*e));
+        lines.push_back("  " + GroupLabel(*e) + " " + DescribeEntry(*e, d));
       }
     }
   }
   if (dumps.empty()) return;
   nlohmann::json findings = nlohmann::json::array();
-  CompareTorchDumps(run, &findings, &lines);
+  torch_flight::FindAcrossRanks(run, &findings, &lines);
   diagnosis->torch_flight = {{"dumps", std::move(dumps)}, {"findings", std::move(findings)}};
   diagnosis->details.insert(diagnosis->details.end(), lines.begin(), lines.end());
 }

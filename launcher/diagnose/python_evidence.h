@@ -38,12 +38,14 @@ void ReadTorchFlight(const rundir::RankDir& dir, python::TorchReadBudget* budget
                      RankRecord* record, std::vector<rundir::SkippedEvidence>* skipped);
 
 // When no rank has a flight recorder of dlaunch's (the agent was off, or the ranks are not
-// Python), the ranks' torch dumps stand in for it: the default process group's collectives, seq
-// = collective_seq_id, so the analysis compares ranks at the same depth.
+// Python), the ranks' torch dumps stand in for it (torch_flight/torch_records.h): the default
+// process group's collectives, seq = collective_seq_id, so the analysis compares ranks at the
+// same depth.
 void UseTorchFlightWithoutOther(RunSnapshot* run);
 
-// torch's dumps in the diagnosis: each rank's last entries and what comparing them across ranks
-// finds (a collective not every rank joined, a size, dtype or op mismatch), as detail lines and as
+// torch's dumps in the diagnosis: each rank's last entries and what the mismatch engine finds in
+// them across ranks (torch_flight/torch_findings.h: a size, dtype or op mismatch, a collective
+// not every rank joined or completed), as detail lines and as
 // diagnosis.json's "torch_flight", bounded (kMaxTorchDumpJsonBytes a dump, kMaxTorchFlightJsonBytes
 // in all: a dump past them is left out, and named in skipped_evidence); and the run's skipped
 // dumps as diagnosis->skipped_evidence.

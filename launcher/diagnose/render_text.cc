@@ -203,7 +203,16 @@ class Renderer {
     d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
                   rundir::MismatchKindName(m.kind) + "): " + odd + " while " + NameRanks(majority) +
                   " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
-    if (m.tie == TieBreak::kPattern) {
+    if (m.tie == TieBreak::kCallSite) {
+      const SiteHistory& h = m.site;
+      d_.headline += " (a tie, decided by each rank's own earlier calls at " + h.call_site + ": " +
+                     NameRanks(h.changed) + " changed its call there)";
+      d_.details.push_back(
+          "the verdict rests on each rank's own calls at " + h.call_site + ": every rank called " +
+          DescribeCollective(h.before.op, h.before.dtype, h.before.count, -1) +
+          " there last time (#" + std::to_string(h.before_seq) + "); " + NameRanks(h.kept) +
+          " called it again, " + NameRanks(h.changed) + " called something else");
+    } else if (m.tie == TieBreak::kPattern) {
       const CallPattern& p = m.pattern;
       std::string expected =
           DescribeCollective(p.expected.op, p.expected.dtype, p.expected.count, -1) +
@@ -216,9 +225,11 @@ class Renderer {
                            NameRanks(p.followed) + " called it, " + NameRanks(p.broke) +
                            " did not (a skipped, extra or changed call)");
     } else if (m.tie == TieBreak::kPeerSizeAbort) {
+      // The abort says only which side is larger; no earlier call told the sides apart.
       d_.details.push_back(
-          "the verdict rests on Gloo's abort of a rank that received more bytes than it expected: "
-          "the ranks split evenly, and the sender's side is the wrong one");
+          "the verdict rests on Gloo's abort of a rank that received more bytes than it posted: "
+          "the ranks split evenly and no earlier call tells them apart, so the side that sent "
+          "more is taken as the wrong one");
     }
   }
 

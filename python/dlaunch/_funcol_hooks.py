@@ -113,7 +113,12 @@ class FuncolHooks:
                 root = -1
                 if op == "broadcast":
                     root = int(args[1] if len(args) > 1 else kwargs.get("src", -1))
-                entry = funcol.rec.record(op, pg, dtype, count, shape, nbytes, root=root,
+                recorded_op = op
+                if op == "alltoall" and any(
+                        a is not None for a in list(args[1:3]) + [
+                            kwargs.get("output_split_sizes"), kwargs.get("input_split_sizes")]):
+                    recorded_op = "alltoallv"  # uneven splits: counts differ across ranks
+                entry = funcol.rec.record(recorded_op, pg, dtype, count, shape, nbytes, root=root,
                                           call_site=funcol.call_site(), async_op=True,
                                           device=device, default_pg=default_pg,
                                           scheduled=True)

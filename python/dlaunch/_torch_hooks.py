@@ -42,6 +42,15 @@ _OPS = {
 }
 _P2P = ("send", "recv")
 
+
+def _uneven(name, op, get):
+    """"alltoallv" for an all-to-all whose ranks may pass different sizes (split sizes given, or
+    a list of tensors): the launcher compares its dtype across ranks, not its count."""
+    if name == "all_to_all" or (name == "all_to_all_single" and (
+            get("output_split_sizes") is not None or get("input_split_sizes") is not None)):
+        return "alltoallv"
+    return op
+
 _DTYPES = {"float32": "float", "float64": "double", "float16": "half"}
 
 _state = threading.local()  # .depth: inside a recorded call (object collectives call others)
@@ -167,7 +176,8 @@ class _Hooks:
                 async_op = bool(get(args, kwargs, "async_op")) or name in ("isend", "irecv")
                 is_p2p = op in _P2P
                 entry = hooks.rec.record(
-                    op, pg, dtype, count, shape, nbytes, peer=peer if is_p2p else -1,
+                    _uneven(name, op, lambda key: get(args, kwargs, key)), pg, dtype, count,
+                    shape, nbytes, peer=peer if is_p2p else -1,
                     root=-1 if is_p2p else peer, call_site=call_site(), async_op=async_op,
                     device=device, default_pg=default_pg)
             except Exception:

@@ -115,6 +115,24 @@ TEST_P(SizeMismatchTest, NamesThePeerThatSentTheWrongSize) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SizeMismatchTest, ::testing::Values(2, 3, 4));
 
+// Rank 1 all-reduces 256 floats fewer at #3, at the call site where every rank used 65,536 for
+// #0-#2: Gloo aborts rank 1 itself (it received more than it posted), yet rank 1 is named, at 2
+// ranks (a tie its own history settles) as at 3, and no evidence line argues for another rank.
+class ShortTensorTest : public PythonAgentTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ShortTensorTest, NamesTheRankWhoseTensorShrank) {
+  EXPECT_NE(RunCollectives("short", GetParam()), 0) << err_;
+  nlohmann::json d = Diagnosis();
+  EXPECT_EQ(d["mismatch_type"], "SIZE_OR_SYNTAX_MISMATCH") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
+  EXPECT_THAT(d["headline"].get<std::string>(), HasSubstr("rank 1 called allreduce float x65280"))
+      << d.dump(2);
+  EXPECT_THAT(d["details"].dump(), ::testing::Not(HasSubstr("sender"))) << d.dump(2);
+  ExpectRootCauseNames(1, "MISMATCH at collective #3 (SIZE_OR_SYNTAX_MISMATCH): rank 1 called");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShortTensorTest, ::testing::Values(2, 3));
+
 // float64 on rank 1: its messages are larger too, so at 2 ranks Gloo aborts rank 0 (a tie).
 class DtypeMismatchTest : public PythonAgentTest, public ::testing::WithParamInterface<int> {};
 

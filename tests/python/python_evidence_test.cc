@@ -1,6 +1,6 @@
 // The Python ranks' evidence in the analysis: flight_tail.jsonl merged over flight.json (also
-// hostile tails), Gloo's size-abort mark, and the size-mismatch tie it settles. Files in a temp
-// folder; no ranks.
+// hostile tails), Gloo's size-abort mark, and the size-mismatch ties each rank's own history
+// settles. Files in a temp folder; no ranks.
 #include "launcher/diagnose/python_evidence.h"
 
 #include <gmock/gmock.h>
@@ -112,8 +112,8 @@ TEST(GlooSizeAbortTest, ReadsSentAndExpectedBytes) {
   EXPECT_FALSE(FindGlooSizeAbort({"Connection reset by peer"}));
 }
 
-// Two ranks disagree on #2's size: a tie. The rank Gloo aborted for receiving too much is the
-// healthy one; the other sent the wrong size, whatever the rank numbers.
+// Two ranks disagree on #2's size: a tie. The rank whose size changed from its own earlier calls
+// at that call site (the sender, here) is named, whatever the rank numbers; Gloo aborted the other.
 TEST_F(PythonEvidenceTest, SizeTieNamesTheSenderNotTheAbortedRank) {
   for (int aborted : {0, 1}) {
     const int sender = 1 - aborted;
@@ -133,6 +133,37 @@ TEST_F(PythonEvidenceTest, SizeTieNamesTheSenderNotTheAbortedRank) {
     for (const std::string& l : d.details) details += l + "\n";
     EXPECT_THAT(details, HasSubstr("rank " + std::to_string(aborted) + ": aborted by Gloo"));
     EXPECT_THAT(details, HasSubstr("x20 (80 B) at train.py:9 main"));
+  }
+}
+
+// Rank 1's tensor at #2 is smaller than at #0-#1, at the same call site: Gloo aborts rank 1 (its
+// peer sent more than it posted), yet rank 1 changed its own call and is named, at 2 ranks (a tie
+// its history settles) as at 3 (a majority); no evidence line argues for the other side.
+TEST_F(PythonEvidenceTest, SmallerTensorIsNamedByTheRanksOwnHistory) {
+  for (int world : {2, 3}) {
+    for (int r = 0; r < world; ++r) {
+      Write(Rank(r) / "flight_tail.jsonl", Slot(0, "completed", 16) + Slot(1, "completed", 16) +
+                                               Slot(2, "started", r == 1 ? 12 : 16));
+      Write(Rank(r) / "stderr.log",
+            r == 1 ? "  what():  [enforce fail at ./gloo/transport/tcp/pair.cc:510] "
+                     "op.preamble.length <= op.nbytes. 64 vs 48\n"
+                   : "");
+    }
+    Diagnosis d = Analyze(LoadRunDir(run_.string()));
+    EXPECT_EQ(d.kind, DiagnosisKind::kMismatch) << d.headline;
+    EXPECT_THAT(d.culprit_ranks, ::testing::ElementsAre(1)) << d.headline;
+    EXPECT_EQ(d.seq, 2);
+    EXPECT_THAT(d.headline, HasSubstr("rank 1 called allreduce float x12")) << d.headline;
+    std::string details;
+    for (const std::string& l : d.details) details += l + "\n";
+    EXPECT_THAT(details, HasSubstr("rank 1: aborted by Gloo: a peer sent 64 bytes")) << details;
+    EXPECT_THAT(details, ::testing::Not(HasSubstr("sender"))) << details;
+    if (world == 2) {
+      EXPECT_THAT(d.headline, HasSubstr("decided by each rank's own earlier calls at "
+                                        "train.py:9 main: rank 1 changed its call there"));
+      EXPECT_THAT(details, HasSubstr("every rank called allreduce float x16 there last time (#1); "
+                                     "rank 0 called it again, rank 1 called something else"));
+    }
   }
 }
 

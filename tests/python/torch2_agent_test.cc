@@ -188,6 +188,28 @@ TEST_F(Torch2FlightEnvTest, TheUsersOldNameStays) {
   EXPECT_THAT(line, HasSubstr("FR=- OLD=50 ")) << line;
 }
 
+// A scatter, gather, broadcast, reduce, all-to-all with uneven splits and send/recv that succeed
+// (torch2_ops.py rooted): their ranks carry different tensors by design, and neither dlaunch's
+// records nor torch's own flight recorder (which the agent dumps at exit) makes them a mismatch.
+class Torch2RootedOpsTest : public PythonJobTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(Torch2RootedOpsTest, SucceedWithoutAMismatch) {
+  Launched l(Cmd({"--nproc", std::to_string(GetParam()), "--grace-period", "3", "--hang-timeout",
+                  "60", Script("torch2_ops.py"), "rooted", "ok"}));
+  ASSERT_EQ(l.Wait(seconds(150)), 0) << l.err_text();
+  Launched diagnose({DLAUNCH_BIN, "diagnose", RunDir().string()});
+  ASSERT_EQ(diagnose.Wait(seconds(60)), 0) << diagnose.err_text();
+  std::string text;
+  for (const std::string& line : diagnose.out_lines) text += line + "\n";
+  EXPECT_THAT(text, HasSubstr("OK: all " + std::to_string(GetParam()) + " ranks exited 0")) << text;
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("MISMATCH"))) << text;
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("never joined"))) << text;
+  EXPECT_THAT(l.err_text() + ReadText(RankDir(0) / "stderr.log"),
+              ::testing::Not(HasSubstr("MISMATCH")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Torch2RootedOpsTest, ::testing::Values(2, 3, 4));
+
 const Mode kSizeModes[] = {kModes[3], kModes[4], kModes[5], kModes[6], kModes[7]};
 
 INSTANTIATE_TEST_SUITE_P(Modes, Torch2SizeMismatchTest, ::testing::ValuesIn(kSizeModes),

@@ -1,5 +1,5 @@
 # Gloo collectives with one fault chosen by the first argument:
-#   ok | size | dtype | op | sleep | stop | silent | oom
+#   ok | size | short | dtype | op | sleep | stop | silent | oom
 # The fault hits rank 1 at step 3; the other ranks go on as usual. oom asks the CPU allocator
 # for 16 TiB.
 import os
@@ -20,6 +20,8 @@ for step in range(steps):
     if rank == 1 and step == 3:
         if mode == "size":
             n += 1024
+        elif mode == "short":
+            n -= 256
         elif mode == "dtype":
             dtype = torch.float64
         elif mode == "sleep":

@@ -2,7 +2,7 @@
 # fault chosen by the second (ok | hang | size). Rank 1 is the faulty one, at step FAULT_STEP:
 # "hang" sleeps before its step's collectives, "size" gives its first collective of the step more
 # elements. Modes:
-#   ddp | ddp_compile | fsdp2 | dtensor | funcol | coalesced | batch_p2p | groups2x2
+#   ddp | ddp_compile | fsdp2 | dtensor | funcol | coalesced | batch_p2p | groups2x2 | rooted
 # A feature torch cannot run here exits 3 after printing "UNSUPPORTED: <torch's error>".
 import os
 import sys
@@ -174,10 +174,32 @@ def run_groups2x2():
         yield step
 
 
+def run_rooted():
+    # The collectives whose ranks carry different tensors by design: a scatter's list on its source
+    # only, a gather's on its destination only, a broadcast, a reduce, an all-to-all with uneven
+    # splits (rank r sends r + 1 + j elements to rank j) and a send/recv.
+    for step in range(STEPS):
+        maybe_hang(step)
+        chunk = torch.empty(8, 10)
+        dist.scatter(chunk, list(torch.ones(world, 8, 10)) if rank == 0 else None, src=0)
+        gathered = [torch.empty(8) for _ in range(world)] if rank == 0 else None
+        dist.gather(torch.ones(8), gathered, dst=0)
+        dist.broadcast(torch.ones(16), src=step % world)
+        dist.reduce(torch.ones(16), dst=world - 1)
+        splits = [rank + 1 + j for j in range(world)]
+        received = torch.empty(sum(splits))
+        dist.all_to_all_single(received, torch.ones(sum(splits)), splits, splits)
+        if rank == 0:
+            dist.send(torch.ones(4 + step), 1)
+        elif rank == 1:
+            dist.recv(torch.empty(4 + step), 0)
+        yield step
+
+
 RUNS = {
     "ddp": lambda: run_ddp(False), "ddp_compile": lambda: run_ddp(True), "fsdp2": run_fsdp2,
     "dtensor": run_dtensor, "funcol": run_funcol, "coalesced": run_coalesced,
-    "batch_p2p": run_batch_p2p, "groups2x2": run_groups2x2,
+    "batch_p2p": run_batch_p2p, "groups2x2": run_groups2x2, "rooted": run_rooted,
 }
 steps = RUNS[mode]()
 try:  # an API this torch lacks fails at its first step, on every rank alike
