@@ -4,30 +4,15 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "launcher/cluster/env_values.h"
 #include "launcher/job/node_env.h"
 #include "launcher/launch_checks.h"
 
 namespace dlaunch::launcher {
 namespace {
 
-const std::string* Find(const EnvMap& env, const char* key) {
-  auto it = env.find(key);
-  return it == env.end() || it->second.empty() ? nullptr : &it->second;
-}
-
-int ParseCount(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  int v = -1;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v < 0) {
-    throw UsageError(what + "='" + text + "' is not a non-negative integer");
-  }
-  return v;
-}
+using cluster::Find;
+using cluster::ParseCount;
 
 int IntVar(const EnvMap& env, const char* key) { return ParseCount(env.at(key), key); }
 
@@ -73,33 +58,6 @@ bool InSlurmStep(const EnvMap& env) {
 std::string SlurmRunId(const std::string& job) { return "slurm-" + job + "-" + NewRunId(); }
 
 }  // namespace
-
-int SlurmStepPort(uint64_t job_id, uint64_t step_id) {
-  return kDefaultRdzvPort + static_cast<int>(job_id % kSlurmPortJobs) * kSlurmPortSteps +
-         static_cast<int>(step_id % kSlurmPortSteps);
-}
-
-std::vector<int> ExpandSlurmCounts(const std::string& list) {
-  std::vector<int> counts;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string item = list.substr(start, comma - start);
-    const size_t paren = item.find("(x");
-    const std::string what = "Slurm task count '" + list + "'";
-    if (paren == std::string::npos) {
-      counts.push_back(ParseCount(item, what));
-    } else {
-      if (item.back() != ')') throw UsageError("malformed " + what);
-      const int n = ParseCount(item.substr(0, paren), what);
-      const int times = ParseCount(item.substr(paren + 2, item.size() - paren - 3), what);
-      counts.insert(counts.end(), times, n);
-    }
-    start = comma + 1;
-  }
-  return counts;
-}
 
 std::string ApplySlurmStepEnv(const EnvMap& env, LaunchOptions* o) {
   if (!InSlurmStep(env)) return "";

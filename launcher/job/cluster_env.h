@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cluster/slurm.h"
+#include "launcher/cluster/slurm_lists.h"
 #include "launcher/options.h"
 #include "launcher/supervision/placement.h"
 
@@ -41,12 +43,13 @@ void ApplySlurmNprocDefault(const EnvMap& env, LaunchOptions* o);
 // Partial-node jobs share machines, so each job needs a port of its own, and every task of a
 // step must find it without talking first: jobs whose ids are less than 375 apart never meet
 // on one port, nor do 8 steps of one job. Does not block.
-inline constexpr int kSlurmPortJobs = 375;
-inline constexpr int kSlurmPortSteps = 8;
-int SlurmStepPort(uint64_t job_id, uint64_t step_id);
+// (launcher/cluster/slurm.h)
+using cluster::kSlurmPortJobs;
+using cluster::kSlurmPortSteps;
+using cluster::SlurmStepPort;
 
-// Slurm's per-node counts: "2(x3),1" -> 2 2 2 1. Throws UsageError.
-std::vector<int> ExpandSlurmCounts(const std::string& list);
+// Slurm's per-node counts: "2(x3),1" -> 2 2 2 1 (launcher/cluster/slurm_lists.h).
+using cluster::ExpandSlurmCounts;
 
 // Which of the node agents on this machine this one is (several under `srun -n2` on one node,
 // or mpirun with two slots): index and count, {0, 1} when alone.

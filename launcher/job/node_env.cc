@@ -41,69 +41,7 @@ bool Has(const std::map<std::string, std::string>& env, const char* key) {
   return it != env.end() && !it->second.empty();
 }
 
-// Splits at commas that are not inside brackets.
-std::vector<std::string> TopLevelItems(const std::string& list) {
-  std::vector<std::string> items;
-  std::string cur;
-  int depth = 0;
-  for (char c : list) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (depth < 0) throw UsageError("malformed Slurm node list '" + list + "'");
-    if (c == ',' && depth == 0) {
-      items.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (depth != 0) throw UsageError("malformed Slurm node list '" + list + "'");
-  items.push_back(cur);
-  return items;
-}
-
 }  // namespace
-
-std::vector<std::string> ExpandSlurmNodelist(const std::string& list) {
-  std::vector<std::string> hosts;
-  for (const std::string& item : TopLevelItems(list)) {
-    if (item.empty()) throw UsageError("malformed Slurm node list '" + list + "'");
-    size_t open = item.find('[');
-    if (open == std::string::npos) {
-      hosts.push_back(item);
-      continue;
-    }
-    size_t close = item.find(']', open);
-    const std::string prefix = item.substr(0, open);
-    const std::string suffix = item.substr(close + 1);
-    if (suffix.find('[') != std::string::npos) {
-      throw UsageError("Slurm node lists with two bracket groups in one name are not supported: '" +
-                       item + "'");
-    }
-    for (const std::string& range : TopLevelItems(item.substr(open + 1, close - open - 1))) {
-      size_t dash = range.find('-');
-      try {
-        if (dash == std::string::npos) {
-          std::stoi(range);
-          hosts.push_back(prefix + range + suffix);
-          continue;
-        }
-        const std::string lo = range.substr(0, dash), hi = range.substr(dash + 1);
-        const int a = std::stoi(lo), b = std::stoi(hi);
-        if (b < a) throw std::invalid_argument(range);
-        for (int v = a; v <= b; ++v) {
-          std::string num = std::to_string(v);
-          // Slurm keeps the zero padding of the range's first number.
-          if (num.size() < lo.size()) num = std::string(lo.size() - num.size(), '0') + num;
-          hosts.push_back(prefix + num + suffix);
-        }
-      } catch (const std::logic_error&) {
-        throw UsageError("malformed range '" + range + "' in Slurm node list '" + list + "'");
-      }
-    }
-  }
-  return hosts;
-}
 
 std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, LaunchOptions* o) {
   ApplySlurmNprocDefault(env, o);

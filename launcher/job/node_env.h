@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cluster/slurm_lists.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/launch_checks.h"
 #include "launcher/options.h"
@@ -20,9 +21,8 @@ inline constexpr int kDefaultRdzvPort = 29400;  // torchrun's c10d default
 // UsageError for a malformed variable.
 std::string ApplySchedulerEnv(const std::map<std::string, std::string>& env, LaunchOptions* o);
 
-// Slurm's compressed host lists: "gpu[01-04,07],cpu9" -> gpu01 gpu02 gpu03 gpu04 gpu07 cpu9.
-// Throws UsageError for a malformed list.
-std::vector<std::string> ExpandSlurmNodelist(const std::string& list);
+// Slurm's compressed host lists (launcher/cluster/slurm_lists.h).
+using cluster::ExpandSlurmNodelist;
 
 // The process environment as a map.
 std::map<std::string, std::string> CurrentEnv();
