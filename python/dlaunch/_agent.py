@@ -6,7 +6,11 @@ periodically and on request, exit and signals, py_stacks.txt on request, telemet
 events.jsonl, error.json when the rank dies of an exception. The launcher asks for a dump by
 replacing dump_request; the agent's thread looks for it every 200 ms. A heartbeat that cannot be
 written (a full disk, an immutable folder) goes through the launcher's pipe (DLAUNCH_AGENT_FD)
-instead, with the reason: the rank's liveness never depends on the disk.
+instead, with the reason: the rank's liveness never depends on the disk. The first heartbeat goes
+down the pipe too: that is how the launcher learns that the rank runs the agent.
+
+Just over 600 lines: one Agent holds the state that its thread, the signal and exit handlers and
+the hooks all share; the dump writers are the part that could move to a module of their own.
 
 A child the rank forks (os.fork, multiprocessing's fork) inherits the agent with the rank's memory
 but is not the rank: from the fork on, the child's agent writes nothing (detach), so that the
