@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/base/files.h"
 #include "core/error.h"
 
 namespace dlaunch::launcher {
@@ -70,24 +71,6 @@ std::string SplitHost(const std::string& endpoint, std::string* port, const Bad&
   }
   *port = endpoint.substr(colon + 1);
   return host;
-}
-
-// `name` as execvp finds it: itself when it holds a '/', else the first executable file of that
-// name in PATH; "" when there is none.
-std::string FindExecutable(const std::string& name) {
-  auto usable = [](const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) &&
-           ::access(path.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) return usable(name) ? name : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (usable(candidate)) return candidate;
-  }
-  return "";
 }
 
 // The program env runs for `args`, the text after "#!/usr/bin/env" (one argument to the kernel):
@@ -213,7 +196,7 @@ void CheckShebang(const std::string& program) {
   if (::stat(s->interpreter.c_str(), &st) != 0) throw UsageError(named + " does not exist");
   if (S_ISDIR(st.st_mode)) throw UsageError(named + " is a directory");
   if (::access(s->interpreter.c_str(), X_OK) != 0) throw UsageError(named + " is not executable");
-  if (!s->env_name.empty() && FindExecutable(s->env_name).empty()) {
+  if (!s->env_name.empty() && base::FindExecutable(s->env_name).empty()) {
     throw UsageError(what + ": its #! line runs '" + s->env_name + "' through " + s->interpreter +
                      ", and no executable '" + s->env_name + "' is in PATH");
   }

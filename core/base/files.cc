@@ -189,4 +189,20 @@ std::tuple<int64_t, int64_t, int64_t> FileVersion(const std::string& path) {
           static_cast<int64_t>(st.st_size)};
 }
 
+std::string FindExecutable(const std::string& name) {
+  auto usable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) return usable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (usable(candidate)) return candidate;
+  }
+  return "";
+}
+
 }  // namespace dlaunch::base

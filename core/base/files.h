@@ -56,4 +56,9 @@ void WriteFileAtomically(const std::string& path, const std::string& content);
 // Whether a file name is one of WriteFileAtomically's temporary files (to skip while copying).
 bool IsAtomicWriteTemporary(const std::string& file_name);
 
+// `name` as execvp finds it: itself when it holds a '/', else the first executable file of that
+// name in PATH's folders (an empty entry is the current folder; PATH unset reads as
+// /usr/local/bin:/usr/bin:/bin); "" when there is none. Blocks for a stat(2) per folder.
+std::string FindExecutable(const std::string& name);
+
 }  // namespace dlaunch::base

@@ -14,6 +14,7 @@
 #include <future>
 #include <sstream>
 
+#include "core/base/files.h"
 #include "core/base/proc.h"
 #include "core/run_dir/rank_logs.h"
 
@@ -28,20 +29,10 @@ bool IsEuStack(const std::string& tool) {
   return tool.compare(slash == std::string::npos ? 0 : slash + 1, 8, "eu-stack") == 0;
 }
 
-bool OnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 const std::string& DefaultStackTool() {
-  static const std::string tool = OnPath("eu-stack") ? "eu-stack" : "gdb";
+  static const std::string tool = !base::FindExecutable("eu-stack").empty() ? "eu-stack" : "gdb";
   return tool;
 }
 

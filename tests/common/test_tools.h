@@ -2,28 +2,22 @@
 // test runs, not when CMake configures: installing one after the build is enough for its test.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/base/files.h"
+
 namespace dlaunch::testing {
 
-// The first executable of `names` in PATH's folders (then /usr/bin and /usr/sbin); "" when none
-// is there. Blocks for a few access(2) calls.
+// The first of `names` that PATH finds (base::FindExecutable), then /usr/bin or /usr/sbin; ""
+// when none is there. Blocks for a few stat(2) calls.
 inline std::string FindTestTool(const std::vector<std::string>& names) {
-  const char* env = std::getenv("PATH");
-  std::string folders = (env != nullptr ? std::string(env) + ":" : "") + "/usr/bin:/usr/sbin";
-  std::stringstream in(folders);
-  std::vector<std::string> dirs;
-  for (std::string d; std::getline(in, d, ':');)
-    if (!d.empty()) dirs.push_back(d);
   for (const std::string& name : names) {
-    for (const std::string& d : dirs) {
-      const std::string path = d + "/" + name;
-      if (::access(path.c_str(), X_OK) == 0) return path;
+    for (const std::string& found :
+         {base::FindExecutable(name), base::FindExecutable("/usr/bin/" + name),
+          base::FindExecutable("/usr/sbin/" + name)}) {
+      if (!found.empty()) return found;
     }
   }
   return "";
