@@ -58,4 +58,9 @@ void CheckShebang(const std::string& program);
 // it cannot be read). Blocks for an open.
 void CheckTokenFile(const std::string& path);
 
+// Finds `program` as execvp would (PATH lookup when it has no '/'). Throws UsageError when it is
+// missing or not executable, or is a script whose #! interpreter is. Blocks for reading the
+// file's first bytes.
+std::string ResolveProgram(const std::string& program);
+
 }  // namespace dlaunch::launcher

@@ -7,8 +7,9 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/grpc_setup.h"
-#include "launcher/builtins.h"
+#include "launcher/diagnose/diagnose_command.h"
 #include "launcher/diagnose/dump_command.h"
+#include "launcher/doctor/doctor.h"
 #include "launcher/job/job.h"
 #include "launcher/live/status_command.h"
 #include "launcher/options.h"
@@ -46,9 +47,9 @@ int main(int argc, char** argv) {
         std::cout << "dlaunch " << DLAUNCH_VERSION << "\n";
         return kExitOk;
       case Command::kDoctor:
-        return RunDoctor(options.program);
+        return RunDoctorCommand(options.program);
       case Command::kDiagnose:
-        return RunDiagnose(options.program);
+        return RunDiagnoseCommand(options.program);
       case Command::kReport:
         return RunReportCommand(options.program);
       case Command::kDump:
@@ -56,7 +57,6 @@ int main(int argc, char** argv) {
       case Command::kStatus:
         return RunStatusCommand(options.program);
       default:
-        if (PrintBuiltinHelp(options)) return kExitOk;
         return RunJob(options, SelfExe(argv[0]));
     }
   } catch (const UsageError& e) {

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "core/run_dir/paths.h"
 #include "launcher/job/cluster_env.h"
@@ -50,16 +51,16 @@ int ParseNproc(const std::string& text, const std::string& flag) {
                      "not Intel XPUs (give a number, auto, cpu or gpu)");
   }
   if (text == "gpu") {
-    const int gpus = CountGpus();
+    const int gpus = base::CountGpus();
     if (gpus == 0) {
-      throw UsageError(flag + " gpu: no GPU found (" + kNvidiaGpuList +
+      throw UsageError(flag + " gpu: no GPU found (" + base::kNvidiaGpuList +
                        " is empty or absent); give a number, or cpu");
     }
     return gpus;
   }
   if (text == "cpu") return static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   if (text == "auto") {
-    int gpus = CountGpus();
+    int gpus = base::CountGpus();
     return gpus > 0 ? gpus : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   }
   const int n = PositiveInt(text);
@@ -324,16 +325,6 @@ void CheckValue(const po::variables_map& one) {
 }
 
 }  // namespace
-
-int CountGpus() {
-  std::error_code ec;
-  int n = 0;
-  for (auto it = std::filesystem::directory_iterator(kNvidiaGpuList, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
 
 std::string Usage() {
   std::ostringstream out;

@@ -117,10 +117,6 @@ struct LaunchOptions {
   std::vector<std::string> notes;
 };
 
-// GPUs the NVIDIA driver lists in kNvidiaGpuList; 0 without a driver. Does not block.
-inline constexpr const char* kNvidiaGpuList = "/proc/driver/nvidia/gpus";
-int CountGpus();
-
 // The help text, with every flag.
 std::string Usage();
 

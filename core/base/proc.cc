@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace dlaunch::base {
@@ -68,6 +69,16 @@ std::string Hostname() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) return "";
   return host;
+}
+
+int CountGpus() {
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator(kNvidiaGpuList, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 
 int EnvInt(const char* name, int fallback) {

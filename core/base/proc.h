@@ -28,6 +28,11 @@ std::string ProcStateWord(char state);
 // This host's name (gethostname); "" when it cannot be read.
 std::string Hostname();
 
+// GPUs the NVIDIA driver lists in kNvidiaGpuList; 0 without a driver. Blocks for one directory
+// read.
+inline constexpr const char* kNvidiaGpuList = "/proc/driver/nvidia/gpus";
+int CountGpus();
+
 // The environment variable `name` as an integer; `fallback` when it is unset or empty.
 int EnvInt(const char* name, int fallback);
 

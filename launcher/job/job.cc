@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "core/base/proc.h"
+#include "core/exit_codes.h"
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
 #include "launcher/job/job_plan.h"
@@ -16,6 +17,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   // Everything that can be wrong with the input fails here, before any rank.
   LaunchOptions o = options;
   const std::shared_ptr<const RankProgram> program = MakeRankProgram(o, FindProgramSite(self_exe));
+  if (program->PrintHelp()) return kExitOk;
   std::vector<std::string> argv = program->ResolveArgv();
   NodeSetup setup = ResolveNodeSetup(&o);
   auto placement = PlaceRanks(o, CurrentEnv());

@@ -14,10 +14,10 @@
 #include "core/exit_codes.h"
 #include "core/run_dir/heartbeat_file.h"
 #include "core/run_dir/paths.h"
-#include "launcher/builtins.h"
 #include "launcher/diagnose/diagnose.h"
 #include "launcher/diagnose/hang_monitor.h"
 #include "launcher/diagnose/stack_capture.h"
+#include "launcher/doctor/doctor.h"
 #include "launcher/job/hosted_coordinator.h"
 #include "launcher/job/node_env.h"
 #include "launcher/python/agent_files.h"
@@ -251,7 +251,7 @@ class CoordinatorHost : public NodeZero {
     coordinator_->Watch(*plan, supervisor);
     std::vector<std::string> fingerprints;
     for (const auto& n : coordinator_->handler().Nodes()) fingerprints.push_back(n.doctor_json);
-    for (const auto& w : CompareDoctorFingerprints(fingerprints)) {
+    for (const auto& w : CompareFingerprints(fingerprints)) {
       std::cerr << "dlaunch: warning: " << w << std::endl;
     }
     return true;
@@ -300,7 +300,8 @@ class CoordinatorHost : public NodeZero {
   bool Rejoin(Membership* next, AttemptReport* report) override {
     CoordinatorHandler& h = coordinator_->handler();
     if (next->attempt > 0) h.OpenRound();
-    auto round = h.JoinRound(host_, DoctorFingerprint(), next->restart_count, next->attempt_folder);
+    auto round =
+        h.JoinRound(host_, DoctorFingerprintJson(), next->restart_count, next->attempt_folder);
     if (const int signal = interrupted_.load()) {
       MarkInterrupted(report, signal, "while waiting for nodes");
       std::cerr << "dlaunch: " << report->error << "; no rank of attempt " << next->attempt
@@ -486,7 +487,7 @@ class JoiningNode : public NodeRole {
     req.set_node_rank(options_.node_rank_given ? options_.node_rank : -1);
     req.set_host(host_);
     req.set_nproc(options_.nproc);
-    req.set_doctor_json(DoctorFingerprint());
+    req.set_doctor_json(DoctorFingerprintJson());
     req.set_member_id(member_id_);
     req.set_attempt(attempt);
     req.set_job_id(JobIdOf(options_));

@@ -9,11 +9,6 @@
 
 namespace dlaunch::launcher {
 
-// Finds `program` as execvp would (PATH lookup when it has no '/'). Throws UsageError when it is
-// missing or not executable, or is a script whose #! interpreter is. Blocks for reading the
-// file's first bytes.
-std::string ResolveProgram(const std::string& program);
-
 // A plain program may itself be Python (`python3 t.py`, a script with a #! line): its ranks get
 // the rank agent's variables, so the agent loads where it can, but no agent is expected of them.
 class PlainProgram : public RankProgram {

@@ -3,9 +3,10 @@
 #include <string>
 
 #include "core/exit_codes.h"
-#include "launcher/program/builtin_program.h"
 #include "launcher/program/plain_program.h"
+#include "launcher/program/preflight_program.h"
 #include "launcher/program/python_program.h"
+#include "launcher/program/train_program.h"
 #include "launcher/python/python_launch.h"
 
 namespace dlaunch::launcher {
@@ -30,7 +31,10 @@ ProgramSite FindProgramSite(const std::string& self_exe) {
 
 std::shared_ptr<const RankProgram> MakeRankProgram(const LaunchOptions& o,
                                                    const ProgramSite& site) {
-  if (IsBuiltin(o.command)) return std::make_shared<BuiltinProgram>(o, site.self_exe);
+  if (o.command == Command::kTrain) return std::make_shared<TrainProgram>(o, site.self_exe);
+  if (o.command == Command::kPreflight) {
+    return std::make_shared<PreflightProgram>(o, site.self_exe);
+  }
   if (IsPythonEntry(o)) return std::make_shared<PythonProgram>(o, site.agent_dir);
   return std::make_shared<PlainProgram>(o, site.agent_dir);
 }

@@ -28,6 +28,10 @@ class RankProgram {
 
   virtual ~RankProgram() = default;
 
+  // When the program's own arguments ask for its help (`preflight --help`): prints it once and
+  // returns true, before any rank, coordinator or run directory exists (help is an answer, not a
+  // job). Throws UsageError for bad arguments.
+  virtual bool PrintHelp() const { return false; }
   // argv of every rank, found and checked before anything starts. Throws UsageError. Blocks for
   // file lookups and, for some kinds, short runs of an interpreter.
   virtual std::vector<std::string> ResolveArgv() const = 0;

@@ -12,7 +12,7 @@
 #include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
 #include "launcher/doctor/python_probe.h"
-#include "launcher/program/plain_program.h"
+#include "launcher/launch_checks.h"
 #include "launcher/python/agent_files.h"
 #include "launcher/python/torch_flight.h"
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <random>
 
+#include "core/base/proc.h"
 #include "launcher/options.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
@@ -202,7 +203,7 @@ TEST(ChaosBadInputTest, WhatTheRanksWouldFindIsRefusedBeforeStart) {
       {{"diagnose", "--world-size", "-1", "."}, {}, "--world-size"},
       {{"--heartbeat-interval", "1e-9", "true"}, {}, "--heartbeat-interval"},
   };
-  if (!fs::exists(launcher::kNvidiaGpuList) || fs::is_empty(launcher::kNvidiaGpuList)) {
+  if (!fs::exists(base::kNvidiaGpuList) || fs::is_empty(base::kNvidiaGpuList)) {
     cases.push_back({{"--skip-doctor", "train", "--device", "cuda"}, {}, "no GPU"});
     cases.push_back({{"--skip-doctor", "preflight", "--backend", "nccl"}, {}, "no GPU"});
     cases.push_back({{"--skip-doctor", "preflight", "-G", "2"}, {}, "-G (--cudagraph"});

@@ -8,24 +8,27 @@
 #include <string>
 #include <vector>
 
+#include "core/base/proc.h"
 #include "core/error.h"
 #include "core/exit_codes.h"
-#include "launcher/program/builtin_program.h"
 #include "launcher/program/plain_program.h"
+#include "launcher/program/preflight_program.h"
 #include "launcher/program/python_program.h"
+#include "launcher/program/train_program.h"
 
 namespace dlaunch::launcher {
 namespace {
 
 using Env = RankProgram::Env;
 
-enum class Kind { kPlain, kPython, kBuiltin };
+enum class Kind { kPlain, kPython, kTrain, kPreflight };
 
 Kind KindOf(const RankProgram& p) {
   if (dynamic_cast<const PythonProgram*>(&p)) return Kind::kPython;
   if (dynamic_cast<const PlainProgram*>(&p)) return Kind::kPlain;
-  EXPECT_NE(dynamic_cast<const BuiltinProgram*>(&p), nullptr);
-  return Kind::kBuiltin;
+  if (dynamic_cast<const TrainProgram*>(&p)) return Kind::kTrain;
+  EXPECT_NE(dynamic_cast<const PreflightProgram*>(&p), nullptr);
+  return Kind::kPreflight;
 }
 
 std::shared_ptr<const RankProgram> Make(const std::vector<std::string>& args,
@@ -52,8 +55,8 @@ TEST(RankProgramTest, TheCommandLineDecidesTheKindAndWhatItsRanksGet) {
       {{"-m", "pkg.train"}, Kind::kPython, true, true, false, false},
       {{"--run-path", "/abs/train"}, Kind::kPython, true, true, false, false},
       {{"--no-python-agent", "t.py"}, Kind::kPython, false, false, false, false},
-      {{"train", "--steps", "10"}, Kind::kBuiltin, false, false, true, true},
-      {{"preflight"}, Kind::kBuiltin, false, false, true, true},
+      {{"train", "--steps", "10"}, Kind::kTrain, false, false, true, true},
+      {{"preflight"}, Kind::kPreflight, false, false, true, true},
   };
   for (const Row& row : rows) {
     const std::string line = ::testing::PrintToString(row.args);
@@ -151,6 +154,54 @@ TEST(RankProgramTest, APlainProgramIsFoundAsExecvpWouldFindIt) {
   ASSERT_EQ(found.size(), 3u);
   EXPECT_NE(found[0].find('/'), std::string::npos);  // looked up in PATH
   EXPECT_THROW(Make({"/no/such/program"})->ResolveArgv(), UsageError);
+}
+
+TEST(RankProgramTest, WorkerRanksRunTheWorkerBesideDlaunchOrWhereTheVariableSays) {
+  ::setenv("DLAUNCH_WORKER", "/opt/w/dlaunch-worker", 1);
+  EXPECT_EQ(Make({"preflight", "--backend", "gloo", "-b", "8K"})->ResolveArgv(),
+            (std::vector<std::string>{"/opt/w/dlaunch-worker", "preflight", "--backend", "gloo",
+                                      "-b", "8K"}));
+  ::unsetenv("DLAUNCH_WORKER");
+  // /opt/bin has no dlaunch-worker: the error names the variable that fixes it.
+  try {
+    Make({"preflight", "--backend", "gloo"})->ResolveArgv();
+    ADD_FAILURE() << "no worker, no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("DLAUNCH_WORKER"), std::string::npos) << e.what();
+  }
+  // The user's input is checked before the worker is looked for: its error is the one to fix.
+  EXPECT_THROW(Make({"preflight", "--no-such-flag"})->ResolveArgv(), UsageError);
+  if (base::CountGpus() == 0) {
+    EXPECT_THROW(Make({"preflight", "--backend", "nccl"})->ResolveArgv(), UsageError);
+  }
+}
+
+TEST(RankProgramTest, HelpIsTheBuiltinsAnswerAndAPlainProgramsArgument) {
+  ::testing::internal::CaptureStdout();
+  EXPECT_TRUE(Make({"preflight", "--help"})->PrintHelp());
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("usage"), std::string::npos);
+  ::testing::internal::CaptureStdout();
+  EXPECT_FALSE(Make({"preflight", "-b", "8K"})->PrintHelp());
+  EXPECT_FALSE(Make({"./prog", "--help"})->PrintHelp());  // the program's own flag
+  EXPECT_FALSE(Make({"t.py", "--help"})->PrintHelp());
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+}
+
+TEST(RankProgramTest, AWorkerRanksExitCodeIsTheVerdict) {
+  RankOutcome failed;
+  failed.exited = true;
+  for (const char* command : {"train", "preflight"}) {
+    failed.exit_code = kExitHang;
+    EXPECT_EQ(Make({command})->ExitCode(failed), kExitHang) << command;
+    failed.exit_code = 9;
+    EXPECT_EQ(Make({command})->ExitCode(failed), kExitRankFailed) << command;
+  }
+  RankOutcome killed;
+  killed.exited = false;
+  killed.signal = SIGKILL;
+  EXPECT_EQ(Make({"preflight"})->ExitCode(killed), kExitRankFailed);
+  EXPECT_FALSE(Make({"preflight"})->FailureVerdict(killed, "/nonexistent").has_value());
+  EXPECT_TRUE(Make({"preflight", "--csv"})->PrintsDocument());
 }
 
 TEST(RankProgramTest, OnlyProgramsAndBuiltinsRunRanks) {
