@@ -7,6 +7,7 @@
 #include "launcher/job/cluster_env.h"
 #include "launcher/job/job_agent.h"
 #include "launcher/job/job_plan.h"
+#include "launcher/job/launch_config.h"
 #include "launcher/job/node_env.h"
 #include "launcher/job/node_roles.h"
 #include "launcher/program/rank_program.h"
@@ -14,13 +15,17 @@
 namespace dlaunch::launcher {
 
 int RunJob(const LaunchOptions& options, const std::string& self_exe) {
-  // Everything that can be wrong with the input fails here, before any rank.
-  LaunchOptions o = options;
-  const std::shared_ptr<const RankProgram> program = MakeRankProgram(o, FindProgramSite(self_exe));
+  // Everything that can be wrong with the input fails here, before any rank; the user's program
+  // first, whose error is the one to fix.
+  const std::shared_ptr<const RankProgram> program =
+      MakeRankProgram(options, FindProgramSite(self_exe));
   if (program->PrintHelp()) return kExitOk;
   std::vector<std::string> argv = program->ResolveArgv();
-  NodeSetup setup = ResolveNodeSetup(&o);
-  auto placement = PlaceRanks(o, CurrentEnv());
+  const EnvMap env = CurrentEnv();
+  const LaunchConfig config = ResolveLaunch(options, env, NewRunId());
+  const LaunchOptions& o = config.options;
+  NodeSetup setup = ResolveNodeSetup(config, env);
+  auto placement = PlaceRanks(o, config.share, env);
   const std::string host = base::Hostname();
   std::unique_ptr<NodeRole> role = MakeNodeRole(o, &setup, host);
   program->CheckBeforeStart();
@@ -28,6 +33,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
   CheckFileDescriptorLimit(o.nproc);
   // The input is all checked: what was accepted but does nothing here is said once.
   for (const std::string& note : o.notes) std::cerr << "dlaunch: " << note << std::endl;
+  for (const std::string& note : setup.notes) std::cerr << "dlaunch: " << note << std::endl;
   ApplyRunDirMode(o.run_dir_mode);
   // From here until the first attempt starts, SIGTERM or SIGINT ends every wait at once (the
   // node rendezvous may wait minutes for nodes): exit code 128+n and a summary, as in an attempt.

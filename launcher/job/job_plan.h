@@ -29,6 +29,11 @@ struct NodeSetup {
   // Where a token no one gave came from, for the error when node 0 refuses it ("" when given).
   std::string token_origin;
   core::TlsFiles tls;
+  // One node whose --rdzv-endpoint names this machine: its host is the ranks' MASTER_ADDR ("":
+  // the options' --master-addr).
+  std::string master_addr;
+  // One-line console notes from the checks that needed I/O (a name that did not resolve now).
+  std::vector<std::string> notes;
 };
 
 // What one attempt's node rendezvous gave this node.

@@ -20,6 +20,7 @@
 #include "launcher/doctor/doctor.h"
 #include "launcher/job/hosted_coordinator.h"
 #include "launcher/job/node_env.h"
+#include "launcher/launch_checks.h"
 #include "launcher/python/agent_files.h"
 #include "launcher/rendezvous/node_agent.h"
 #include "launcher/rendezvous/ports.h"
@@ -44,6 +45,12 @@ int ChooseMasterPort(const LaunchOptions& o, const std::string& bind_host) {
 std::string JobIdOf(const LaunchOptions& o) {
   if (!o.job_id.empty()) return o.job_id;
   return o.run_id.empty() ? "" : "run id '" + o.run_id + "'";
+}
+
+// The ranks' MASTER_ADDR on one node: the endpoint's host when it names this machine, else
+// --master-addr's.
+std::string MasterAddr(const LaunchOptions& o, const NodeSetup& setup) {
+  return setup.master_addr.empty() ? o.master_addr : setup.master_addr;
 }
 
 // The join timeout of the node rendezvous: --rdzv-conf join_timeout, else --rdzv-timeout.
@@ -192,9 +199,9 @@ class NodeZero : public NodeRole {
 // The whole job on this machine; the coordinator listens on loopback only.
 class SingleNode : public NodeZero {
  public:
-  SingleNode(const LaunchOptions& o, NodeSetup setup)
-      : NodeZero(o, std::move(setup), o.master_addr) {
-    master_addr_ = o.master_addr;
+  SingleNode(const LaunchOptions& o, const NodeSetup& setup)
+      : NodeZero(o, setup, MasterAddr(o, setup)) {
+    master_addr_ = MasterAddr(o, setup);
   }
 
   JobIdentity Prepare() override {

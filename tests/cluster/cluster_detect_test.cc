@@ -29,14 +29,21 @@ TEST(DetectClusterTest, EveryFixtureGivesItsPlace) {
 TEST(DetectClusterTest, EachDetectorClaimsItsOwnEnvironments) {
   for (const EnvFixture& f : EnvFixtures()) {
     const Engine engine = DetectCluster(f.env).engine;
-    const bool step = DetectSlurmStep(f.env).has_value();
-    const bool kubeflow = DetectKubeflow(f.env).has_value();
-    const bool batch = DetectSlurmBatch(f.env).has_value();
-    const bool mpi = DetectOpenMpi(f.env).has_value();
-    EXPECT_EQ(step, engine == Engine::kSlurmStep) << f.name;
-    EXPECT_EQ(kubeflow, engine == Engine::kKubeflow) << f.name;
-    EXPECT_EQ(batch, engine == Engine::kSlurmBatch) << f.name;
-    EXPECT_EQ(mpi, engine == Engine::kOpenMpi) << f.name;
+    // In DetectCluster's order.
+    const std::vector<std::pair<Engine, bool>> claims = {
+        {Engine::kSlurmStep, DetectSlurmStep(f.env).has_value()},
+        {Engine::kKubeflow, DetectKubeflow(f.env).has_value()},
+        {Engine::kSlurmBatch, DetectSlurmBatch(f.env).has_value()},
+        {Engine::kOpenMpi, DetectOpenMpi(f.env).has_value()}};
+    bool taken = false;  // by an engine tried earlier
+    for (const auto& [detector, claimed] : claims) {
+      if (detector == engine) {
+        EXPECT_TRUE(claimed) << f.name;
+        taken = true;
+      } else {
+        EXPECT_TRUE(!claimed || taken) << f.name << ": claimed by a later engine";
+      }
+    }
   }
   // An srun step beside PET_NNODES is the step's; PET_NNODES beside a batch script or mpirun
   // stands for --nnodes, which sets those aside.

@@ -160,11 +160,15 @@ std::vector<EnvFixture> SlurmStepErrors() {
            " nproc=!SLURM_GPUS_PER_TASK='two' is not a non-negative integer[SLURM_GPUS_PER_TASK] "
            "share=0/2" +
            kShare + kStepToken},
-      // Today's code throws std::out_of_range here (env.at), not a usage error.
+      // An unset id is refused as an empty one (it once escaped as std::out_of_range).
       {"srun without SLURM_JOB_ID", Without(SrunTask(1), "SLURM_JOB_ID"),
        two + "node_rank=1[SLURM_PROCID] endpoint=!SLURM_JOB_ID='' is not a Slurm id" + ids +
-           " share=1/2" + kShare + kStepToken,
-       false},
+           " share=1/2" + kShare + kStepToken},
+      {"srun task past the step's tasks", SrunTask(2, {{"SLURM_LOCALID", "0"}}),
+       two + "node_rank=2[SLURM_PROCID] " + kStep7 + " share=0/2" + kShare + kStepToken},
+      // A Slurm step beside PET_NNODES is the step's (PET_NNODES is the parser's --nnodes).
+      {"srun beside PET_NNODES", SrunTask(1, {{"PET_NNODES", "3"}}),
+       two + "node_rank=1[SLURM_PROCID] " + kStep7 + " share=1/2" + kShare + kStepToken},
   };
 }
 
@@ -219,6 +223,8 @@ std::vector<EnvFixture> BatchAndMpiFixtures() {
        "openmpi nnodes=2[OMPI_COMM_WORLD_SIZE] node_rank=1[OMPI_COMM_WORLD_RANK] "
        "nproc=4[SLURM_GPUS_ON_NODE] share=0/1" +
            local},
+      {"mpirun rank past its size", Mpirun("2", "5"),
+       "openmpi nnodes=2[OMPI_COMM_WORLD_SIZE] node_rank=5[OMPI_COMM_WORLD_RANK]"},
       {"mpirun bad size", Mpirun("two", "0"),
        "openmpi nnodes=!OMPI_COMM_WORLD_SIZE='two' is not an integer[OMPI_COMM_WORLD_SIZE] "
        "node_rank=0[OMPI_COMM_WORLD_RANK]"},
@@ -273,6 +279,9 @@ std::vector<EnvFixture> KubeflowAndPlainFixtures() {
        two + "node_rank=0[PET_NODE_RANK] endpoint=a:b:c:1[PET_RDZV_ENDPOINT]"},
       {"PyTorchJob node rank past its nodes", Pod("2"),
        two + "node_rank=2[PET_NODE_RANK]" + kMaster},
+      // PET_NNODES stands for --nnodes, which sets a batch script's single node aside.
+      {"PyTorchJob inside an sbatch script", Pod("1", Batch()),
+       two + "node_rank=1[PET_NODE_RANK]" + kMaster + " nproc=2[SLURM_TASKS_PER_NODE]"},
       {"none", {}, "none"},
       {"plain torchrun variables",
        {{"MASTER_ADDR", "10.0.0.1"},
@@ -286,6 +295,9 @@ std::vector<EnvFixture> KubeflowAndPlainFixtures() {
       {"torchrun option from PET_NPROC_PER_NODE only", {{"PET_NPROC_PER_NODE", "2"}}, "none"},
       {"DLAUNCH_JOB_TOKEN only",
        {{"DLAUNCH_JOB_TOKEN", "0123456789abcdef"}},
+       "none token=job-token-variable[DLAUNCH_JOB_TOKEN]"},
+      {"short DLAUNCH_JOB_TOKEN",
+       {{"DLAUNCH_JOB_TOKEN", "0123456789"}},
        "none token=job-token-variable[DLAUNCH_JOB_TOKEN]"},
       {"empty Slurm variables", {{"SLURM_JOB_ID", ""}, {"SLURM_PROCID", "0"}}, "none"},
   };

@@ -1,5 +1,5 @@
 // Environments as each engine sets them, with the place DetectCluster must read from each
-// (FormatPlace's line): shared by the table test and its cross-check against the old code path.
+// (FormatPlace's line): shared by the detectors' table test and ResolveLaunch's.
 #pragma once
 
 #include <string>
@@ -12,8 +12,7 @@ namespace dlaunch::launcher::cluster {
 struct EnvFixture {
   std::string name;
   EnvMap env;
-  std::string expect;       // FormatPlace(DetectCluster(env))
-  bool cross_check = true;  // false where today's code fails other than with a UsageError
+  std::string expect;  // FormatPlace(DetectCluster(env))
 };
 
 const std::vector<EnvFixture>& EnvFixtures();
