@@ -1,7 +1,9 @@
 #include "launcher/job/agent_watch.h"
 
 #include <filesystem>
+#include <iostream>
 
+#include "core/base/clock.h"
 #include "core/base/files.h"
 #include "core/base/format.h"
 #include "core/run_dir/paths.h"
@@ -46,6 +48,16 @@ std::string AgentLoadWatch::Check(const AttemptResult& now, const std::vector<Ra
                   : "did not start in " + ranks + " (" + why + ")";
   return "dlaunch: the Python rank agent " + how +
          ": its hangs, errors and flight recorder are seen only from outside\n";
+}
+
+void AgentWatchListener::OnRankChange(const AttemptResult& now) {
+  progress_ = now;
+  OnTick();
+}
+
+void AgentWatchListener::OnTick() {
+  if (progress_.ranks.empty()) return;
+  std::cerr << watch_.Check(progress_, plan_->ranks(), base::UnixMillis()) << std::flush;
 }
 
 }  // namespace dlaunch::launcher

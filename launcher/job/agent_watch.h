@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/job/attempt_listener.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/supervision/supervisor.h"
 
@@ -31,6 +32,23 @@ class AgentLoadWatch {
   int64_t bound_ms_;
   bool said_ = false;
   std::set<pid_t> loaded_;  // ranks' processes seen with their heartbeat
+};
+
+// The watch as the agent loop's listener, for a job whose program expects the agent
+// (RankProgram::ExpectsAgent): checked on every rank change and tick, its line on stderr.
+class AgentWatchListener : public AttemptListener {
+ public:
+  // `plan` outlives the listener; its ranks may change between attempts.
+  explicit AgentWatchListener(const JobPlan* plan) : plan_(plan) {}
+
+  void OnAttemptStart(const Membership& m) override { progress_ = {}; }
+  void OnRankChange(const AttemptResult& now) override;
+  void OnTick() override;
+
+ private:
+  const JobPlan* plan_;
+  AgentLoadWatch watch_;
+  AttemptResult progress_;  // the attempt's ranks as they last stood
 };
 
 }  // namespace dlaunch::launcher

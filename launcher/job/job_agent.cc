@@ -14,49 +14,15 @@
 #include "core/error.h"
 #include "core/exit_codes.h"
 #include "core/run_dir/attempts.h"
-#include "core/run_dir/job_events.h"
-#include "core/run_dir/leftovers.h"
 #include "core/run_dir/paths.h"
 #include "launcher/job/agent_watch.h"
+#include "launcher/job/events_listener.h"
+#include "launcher/job/file_timer_listener.h"
+#include "launcher/job/leftovers_listener.h"
 #include "launcher/job/report.h"
-#include "launcher/supervision/file_timer.h"
 
 namespace dlaunch::launcher {
 namespace {
-
-// The rank_start and rank_exit events of this node's ranks that `said` has not had yet.
-void EmitRankEvents(const AttemptResult& now, const std::string& host, JobEventLog* events,
-                    std::map<int, int>* said) {
-  for (const RankOutcome& r : now.ranks) {
-    int& was = (*said)[r.rank];  // 0 nothing, 1 started, 2 exited
-    if (was == 0 && r.pid > 0) {
-      rundir::JobEvent e;
-      e.kind = rundir::JobEventKind::kRankStart;
-      e.rank = r.rank;
-      e.host = host;
-      e.pid = r.pid;
-      e.unix_ms = r.start_unix_ms;
-      events->Emit(std::move(e));
-      was = 1;
-    }
-    if (was == 1 && r.exited) {
-      rundir::JobEvent e;
-      e.kind = rundir::JobEventKind::kRankExit;
-      e.rank = r.rank;
-      e.host = host;
-      e.pid = r.pid;
-      e.unix_ms = r.end_unix_ms;
-      if (r.signal) {
-        e.signal = SignalName(r.signal);
-      } else {
-        e.exit_code = r.exit_code;
-      }
-      e.message = DescribeExit(r);
-      events->Emit(std::move(e));
-      was = 2;
-    }
-  }
-}
 
 namespace fs = std::filesystem;
 
@@ -154,9 +120,8 @@ int JobAgent::EndBeforeStart(const AttemptReport& report) {
   return report.exit_code;
 }
 
-int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
-  Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options(), plan_.program()));
-  const bool opened = !role_->ended() && role_->Open(&plan_, &supervisor);
+std::optional<int> JobAgent::Open(Supervisor* supervisor, InterruptWatch* watch) {
+  const bool opened = !role_->ended() && role_->Open(&plan_, supervisor);
   if (watch) watch->Stop();
   if (role_->ended()) return EndBeforeStart(*role_->ended());
   if (const int signal = watch ? watch->signal() : 0) {
@@ -167,144 +132,121 @@ int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
     return EndBeforeStart(interrupted);
   }
   if (!opened) return kExitRankFailed;
+  return std::nullopt;
+}
+
+std::vector<std::unique_ptr<AttemptListener>> JobAgent::SideDuties(const Supervisor* supervisor) {
+  std::vector<std::unique_ptr<AttemptListener>> duties;
   // torchrun's FileTimer server for this node's ranks, their FIFO in TORCHELASTIC_TIMER_FILE.
-  std::unique_ptr<FileTimerServer> timer;
-  if (const char* on = std::getenv(kFileTimerEnableVar); on && std::string(on) == "1") {
-    timer = std::make_unique<FileTimerServer>(RunningRanksOf(&supervisor));
-  }
+  if (FileTimerWanted()) duties.push_back(std::make_unique<FileTimerListener>(supervisor));
+  duties.push_back(std::make_unique<LeftoversListener>(&plan_));
+  if (plan_.expects_agent()) duties.push_back(std::make_unique<AgentWatchListener>(&plan_));
   // --events-file: node 0 tells the job's story; the other nodes' ranks reach it as node events.
-  std::unique_ptr<JobEventLog> events;
   if (!plan_.options().events_file.empty() && plan_.hosts_coordinator()) {
-    events = std::make_unique<JobEventLog>(plan_.options().events_file, plan_.identity().run_id);
-    role_->SetEventLog(events.get());
+    events_ = std::make_unique<JobEventLog>(plan_.options().events_file, plan_.identity().run_id);
+    role_->SetEventLog(events_.get());
+    duties.push_back(std::make_unique<EventsListener>(events_.get(), host_));
   }
+  return duties;
+}
 
-  auto announce = [&] {
-    const Membership& m = plan_.membership();
-    const int world = plan_.world_size();
-    std::cerr << "dlaunch: " << world << " rank" << (world > 1 ? "s" : "");
-    if (plan_.multi_node()) {
-      std::cerr << " on " << m.nnodes << " node" << (m.nnodes > 1 ? "s" : "") << " (this is node "
-                << m.node_rank << ")";
-    }
-    if (m.attempt > 0) std::cerr << ", attempt " << m.attempt;
-    std::cerr << ", run directory " << plan_.run_dir() << std::endl;
-  };
-  announce();
+void JobAgent::Announce() const {
+  const Membership& m = plan_.membership();
+  const int world = plan_.world_size();
+  std::cerr << "dlaunch: " << world << " rank" << (world > 1 ? "s" : "");
+  if (plan_.multi_node()) {
+    std::cerr << " on " << m.nnodes << " node" << (m.nnodes > 1 ? "s" : "") << " (this is node "
+              << m.node_rank << ")";
+  }
+  if (m.attempt > 0) std::cerr << ", attempt " << m.attempt;
+  std::cerr << ", run directory " << plan_.run_dir() << std::endl;
+}
 
-  SummaryInfo summary;
-  summary.run_id = plan_.identity().run_id;
-  summary.host = host_;
-  SummaryWriter summary_file(plan_.summary_path());
+int JobAgent::Run(ProcessSpawner* spawner, InterruptWatch* watch) {
+  Supervisor supervisor(spawner, SupervisorOptionsOf(plan_.options(), plan_.program()));
+  if (const std::optional<int> ended = Open(&supervisor, watch)) return *ended;
+  const std::vector<std::unique_ptr<AttemptListener>> duties = SideDuties(&supervisor);
+  SummaryListener summary(&plan_, role_, host_);
+  AttemptListeners listeners;
+  for (const auto& duty : duties) listeners.Add(duty.get());
+  listeners.Add(&summary);
+  Announce();
+
   AttemptReport report;
-  AgentLoadWatch agent_watch;
-  for (;;) {
+  for (bool again = true; again;) {
     const Membership m = plan_.membership();
-    if (events) events->SetAttempt(m.attempt);
-    // The last progress, so that a straggler verdict rewrites summary.json as a rank change does;
-    // and which ranks the events file has said started and ended.
-    AttemptResult progress;
-    std::map<int, int> said;  // rank -> 1 started, 2 exited
-    auto check_agents = [&] {
-      if (plan_.expects_agent() && !progress.ranks.empty()) {
-        std::cerr << agent_watch.Check(progress, plan_.ranks(), base::UnixMillis()) << std::flush;
-      }
-    };
-    supervisor.on_change = [&, restarts = m.restart_count](const AttemptResult& now) {
-      progress = now;
-      check_agents();
-      summary_file.WriteProgress(summary, restarts, now);
-      if (events) EmitRankEvents(now, host_, events.get(), &said);
-      role_->OnRankChange();
-    };
-    supervisor.on_tick = [&, restarts = m.restart_count, generation = -1]() mutable {
-      role_->OnTick();
-      check_agents();
-      if (role_->straggler_generation() == generation) return;
-      generation = role_->straggler_generation();
-      summary.stragglers = role_->Stragglers();
-      if (!progress.ranks.empty()) summary_file.WriteProgress(summary, restarts, progress);
-    };
-    std::vector<RankSpec> specs;
-    for (const auto& slot : plan_.ranks()) {
-      plan_.program().BeforeAttempt(slot.dir);
-      ProcessSpec process;
-      process.argv = plan_.argv();
-      process.env = plan_.RankEnvironment(slot, m.restart_count);
-      // Counts elastic changes of membership too, which TORCHELASTIC_RESTART_COUNT does not:
-      // `train` resumes from its checkpoint on any attempt after the first.
-      process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
-      if (timer) SetEnvEntry(&process.env, kFileTimerFileVar, timer->path());
-      plan_.program().ShapeProcess(&process);  // its ignored signals, the agent's pipe
-      if (slot.local_rank < static_cast<int>(placement_.size()))
-        ApplyPlacement(placement_[slot.local_rank], &process);
-      specs.push_back(RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir,
-                               plan_.ConsolePrefix(slot, host_)});
-    }
-    AttemptRecord started;
-    started.attempt = m.attempt;
-    started.restart_count = m.restart_count;
-    started.nnodes = m.nnodes;
-    started.world_size = plan_.world_size();
-    started.start_unix_ms = base::UnixMillis();
-    summary.attempts.push_back(started);
-    AttemptResult result = supervisor.Run(specs);
-    if (timer) AttachTimerKills(timer->TakeKills(), &result.ranks);
-    // A rank killed between writing a file and renaming it into place left the temporary file:
-    // its error.json is kept (before Judge reads it), the rest removed.
-    for (const auto& slot : plan_.ranks()) rundir::SweepLeftoverTemps(slot.dir);
-    if (events) EmitRankEvents(result, host_, events.get(), &said);
-    summary.stragglers = role_->Stragglers();
-    plan_.program().AfterAttempt();
-    report = Judge(m.attempt, std::move(result));
-    summary.truncated_logs = report.result.truncated_logs;
-    role_->Conclude(&report, &summary);
-    AttemptRecord& record = summary.attempts.back();
-    record.end_unix_ms = base::UnixMillis();
-    record.exit_code = report.exit_code;
-    record.error = report.error;
-    summary.restarts = m.restart_count;
-    summary.exit_code = report.exit_code;
-    summary.error = report.error;
-    summary_file.Write(summary, report.result.ranks);
-    report.summary_path = summary_file.written_path();
+    listeners.AttemptStart(m);
+    report = Judge(m.attempt, RunAttempt(&supervisor, &listeners, m));
+    role_->Conclude(&report, summary.info());
+    summary.EndAttempt(&report);
     role_->Explain(report);
-
-    std::string how;
-    if (watch) watch->Start();  // the next node rendezvous ends on a signal too
-    bool again = role_->Next(&report, &plan_, &how, [&] {
-      // Before the next attempt writes a line: its logs start in fresh folders.
-      record.folder = PutAway(plan_, m.attempt_folder, false);
-    });
-    if (watch) watch->Stop();
-    if (const int signal = watch ? watch->signal() : 0; again && signal) {
-      MarkInterrupted(&report, signal, "before the next attempt started");
-      std::cerr << "dlaunch: " << report.error << std::endl;
-      again = false;
-    }
-    if (!again) {
-      summary.exit_code = record.exit_code = report.exit_code;
-      summary.error = record.error = report.error;
-      summary_file.Write(summary, report.result.ranks);
-      break;
-    }
-    record.next = how;
-    if (events) {
-      rundir::JobEvent e;
-      e.kind = rundir::JobEventKind::kRestart;
-      e.attempt = plan_.membership().attempt;
-      e.message = how + " after: " + report.error;
-      events->Emit(std::move(e));
-    }
-    MakeRankDirs(plan_);
-    announce();
+    again = NextAttempt(m, watch, &report, &summary, &listeners);
   }
-  if (summary.attempts.size() > 1 && plan_.hosts_coordinator()) {
-    std::cerr << FormatAttemptStory(summary.attempts) << std::flush;
+  if (summary.attempts().size() > 1 && plan_.hosts_coordinator()) {
+    std::cerr << FormatAttemptStory(summary.attempts()) << std::flush;
   }
   if (plan_.hosts_coordinator()) plan_.program().AfterJob(plan_.run_dir());
   role_->Close(report);
   return report.exit_code;
+}
+
+AttemptResult JobAgent::RunAttempt(Supervisor* supervisor, AttemptListeners* listeners,
+                                   const Membership& m) {
+  supervisor->on_change = [this, listeners](const AttemptResult& now) {
+    listeners->RankChange(now);
+    role_->OnRankChange();
+  };
+  supervisor->on_tick = [this, listeners] {
+    role_->OnTick();
+    listeners->Tick();
+  };
+  std::vector<RankSpec> specs;
+  for (const auto& slot : plan_.ranks()) specs.push_back(RankSpecOf(slot, m, listeners));
+  AttemptResult result = supervisor->Run(specs);
+  listeners->RanksGone(&result);
+  return result;
+}
+
+RankSpec JobAgent::RankSpecOf(const RankSlot& slot, const Membership& m,
+                              AttemptListeners* listeners) const {
+  plan_.program().BeforeAttempt(slot.dir);
+  ProcessSpec process;
+  process.argv = plan_.argv();
+  process.env = plan_.RankEnvironment(slot, m.restart_count);
+  // Counts elastic changes of membership too, which TORCHELASTIC_RESTART_COUNT does not: `train`
+  // resumes from its checkpoint on any attempt after the first.
+  process.env.push_back("DLAUNCH_ATTEMPT=" + std::to_string(m.attempt));
+  listeners->RankProcess(&process);
+  plan_.program().ShapeProcess(&process);  // its ignored signals, the agent's pipe
+  if (slot.local_rank < static_cast<int>(placement_.size())) {
+    ApplyPlacement(placement_[slot.local_rank], &process);
+  }
+  return RankSpec{slot.rank, slot.local_rank, std::move(process), slot.dir,
+                  plan_.ConsolePrefix(slot, host_)};
+}
+
+bool JobAgent::NextAttempt(const Membership& m, InterruptWatch* watch, AttemptReport* report,
+                           SummaryListener* summary, AttemptListeners* listeners) {
+  std::string how;
+  if (watch) watch->Start();  // the next node rendezvous ends on a signal too
+  bool again = role_->Next(report, &plan_, &how, [&] {
+    // Before the next attempt writes a line: its logs start in fresh folders.
+    summary->current()->folder = PutAway(plan_, m.attempt_folder, false);
+  });
+  if (watch) watch->Stop();
+  if (const int signal = watch ? watch->signal() : 0; again && signal) {
+    MarkInterrupted(report, signal, "before the next attempt started");
+    std::cerr << "dlaunch: " << report->error << std::endl;
+    again = false;
+  }
+  if (!again) {
+    summary->EndJob(*report);
+    return false;
+  }
+  listeners->Restart(plan_.membership(), how, *report);
+  MakeRankDirs(plan_);
+  Announce();
+  return true;
 }
 
 AttemptReport JobAgent::Judge(int attempt, AttemptResult result) {

@@ -1,0 +1,57 @@
+#include "launcher/job/events_listener.h"
+
+#include "launcher/job/report.h"
+
+namespace dlaunch::launcher {
+
+void EventsListener::OnAttemptStart(const Membership& m) {
+  log_->SetAttempt(m.attempt);
+  said_.clear();
+}
+
+void EventsListener::OnRankChange(const AttemptResult& now) { EmitRankEvents(now); }
+
+void EventsListener::OnRanksGone(AttemptResult* result) { EmitRankEvents(*result); }
+
+void EventsListener::OnRestart(const Membership& next, const std::string& how,
+                               const AttemptReport& ended) {
+  rundir::JobEvent e;
+  e.kind = rundir::JobEventKind::kRestart;
+  e.attempt = next.attempt;
+  e.message = how + " after: " + ended.error;
+  log_->Emit(std::move(e));
+}
+
+void EventsListener::EmitRankEvents(const AttemptResult& now) {
+  for (const RankOutcome& r : now.ranks) {
+    int& was = said_[r.rank];  // 0 nothing, 1 started, 2 exited
+    if (was == 0 && r.pid > 0) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kRankStart;
+      e.rank = r.rank;
+      e.host = host_;
+      e.pid = r.pid;
+      e.unix_ms = r.start_unix_ms;
+      log_->Emit(std::move(e));
+      was = 1;
+    }
+    if (was == 1 && r.exited) {
+      rundir::JobEvent e;
+      e.kind = rundir::JobEventKind::kRankExit;
+      e.rank = r.rank;
+      e.host = host_;
+      e.pid = r.pid;
+      e.unix_ms = r.end_unix_ms;
+      if (r.signal) {
+        e.signal = SignalName(r.signal);
+      } else {
+        e.exit_code = r.exit_code;
+      }
+      e.message = DescribeExit(r);
+      log_->Emit(std::move(e));
+      was = 2;
+    }
+  }
+}
+
+}  // namespace dlaunch::launcher

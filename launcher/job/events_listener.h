@@ -1,0 +1,33 @@
+// --events-file's story of this node's ranks: rank_start and rank_exit as they happen, and
+// restart with its reason (the log itself: job_event_log.h).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "launcher/job/attempt_listener.h"
+#include "launcher/job/job_event_log.h"
+
+namespace dlaunch::launcher {
+
+class EventsListener : public AttemptListener {
+ public:
+  // `log` outlives the listener; `host`: this node's name, in every rank event.
+  EventsListener(JobEventLog* log, std::string host) : log_(log), host_(std::move(host)) {}
+
+  void OnAttemptStart(const Membership& m) override;
+  void OnRankChange(const AttemptResult& now) override;
+  void OnRanksGone(AttemptResult* result) override;
+  void OnRestart(const Membership& next, const std::string& how,
+                 const AttemptReport& ended) override;
+
+ private:
+  // The rank_start and rank_exit events of `now` not said yet.
+  void EmitRankEvents(const AttemptResult& now);
+
+  JobEventLog* log_;
+  std::string host_;
+  std::map<int, int> said_;  // rank -> 1 started, 2 exited, in this attempt
+};
+
+}  // namespace dlaunch::launcher
