@@ -1,7 +1,11 @@
 // One object per node role: the single node, node 0 hosting the coordinator for other nodes, and
 // a node joining it. The job agent runs the attempts; the role does what differs between nodes.
+// The roles live in files of their own (node_zero_role: what node 0 does alone or with others;
+// single_node_role, coordinator_host_role, joining_node_role); this file holds their interface,
+// what they share, and MakeNodeRole, the one place that picks the role.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -92,6 +96,15 @@ class NodeRole {
 // `report` says that `signal` ended the job before (or between) its attempts, `where`: "while
 // waiting for nodes". Keeps the ranks it holds (the attempt before, if any).
 void MarkInterrupted(AttemptReport* report, int signal, const std::string& where);
+
+// What the roles share. The job the nodes must agree on: the scheduler's (a Slurm step), else the
+// run id the user gave (torchrun's --rdzv-id); "" when neither is known, and then nothing is
+// checked.
+std::string JobIdOf(const LaunchOptions& o);
+// The join timeout of the node rendezvous: --rdzv-conf join_timeout, else --rdzv-timeout.
+std::chrono::milliseconds JoinTimeout(const LaunchOptions& o);
+// "1 node", "3 nodes".
+std::string Plural(int n, const char* what);
 
 // The role `setup` names. Without a node rank (kElected) the first launcher to listen on the
 // rendezvous endpoint hosts the coordinator as node 0 and the others join it, as torchrun's c10d
