@@ -344,6 +344,14 @@ std::string Usage() {
   return out.str();
 }
 
+const char* OnHangName(OnHang action) { return action == OnHang::kRestart ? "restart" : "exit"; }
+
+std::optional<OnHang> OnHangNamed(const std::string& name) {
+  if (name == "exit") return OnHang::kExit;
+  if (name == "restart") return OnHang::kRestart;
+  return std::nullopt;
+}
+
 std::vector<int> ParseRankList(const std::string& text) {
   std::vector<int> ranks;
   if (text.empty() || text.back() == ',') {
@@ -588,7 +596,6 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.heartbeat_timeout = Seconds(vm["heartbeat-timeout"].as<double>(), "--heartbeat-timeout");
   o.hang_timeout = Seconds(vm["hang-timeout"].as<double>(), "--hang-timeout", true);
   o.hang_on_silence = vm["hang-on-silence"].as<bool>();
-  o.on_hang = vm["on-hang"].as<std::string>();
   o.straggler_threshold = vm["straggler-threshold"].as<double>();
   if (!std::isfinite(o.straggler_threshold) ||
       (o.straggler_threshold != 0 && (o.straggler_threshold <= 1 || o.straggler_threshold > 100))) {
@@ -616,9 +623,11 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
     o.events_file = vm["events-file"].as<std::string>();
     if (o.events_file.empty()) throw UsageError("--events-file needs a file name");
   }
-  if (o.on_hang != "exit" && o.on_hang != "restart") {
-    throw UsageError("--on-hang must be exit or restart (got '" + o.on_hang + "')");
+  const std::string on_hang = vm["on-hang"].as<std::string>();
+  if (!OnHangNamed(on_hang)) {
+    throw UsageError("--on-hang must be exit or restart (got '" + on_hang + "')");
   }
+  o.on_hang = *OnHangNamed(on_hang);
   if (auto role = First<std::string>(vm, {"role"})) {
     if (role->empty() || role->find_first_of(" \t\n\r") != std::string::npos) {
       throw UsageError("--role must be a name without spaces (got '" + *role + "')");
@@ -633,25 +642,26 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
   o.tls_cert = First<std::string>(vm, {"tls-cert"}).value_or("");
   o.tls_key = First<std::string>(vm, {"tls-key"}).value_or("");
   o.tls_ca = First<std::string>(vm, {"tls-ca"}).value_or("");
-  o.gpu_binding = vm["gpu-binding"].as<std::string>();
-  if (o.gpu_binding != "local-rank" && o.gpu_binding != "isolate" && o.gpu_binding != "none") {
-    throw UsageError("--gpu-binding must be local-rank, isolate or none (got '" + o.gpu_binding +
+  const std::string gpu_binding = vm["gpu-binding"].as<std::string>();
+  if (!GpuBindingNamed(gpu_binding)) {
+    throw UsageError("--gpu-binding must be local-rank, isolate or none (got '" + gpu_binding +
                      "')");
   }
+  o.gpu_binding = *GpuBindingNamed(gpu_binding);
   o.virtual_local_rank = vm["virtual-local-rank"].as<bool>() || vm["virtual_local_rank"].as<bool>();
-  if (o.virtual_local_rank && given("gpu-binding") && o.gpu_binding != "isolate") {
+  if (o.virtual_local_rank && given("gpu-binding") && o.gpu_binding != GpuBinding::kIsolate) {
     throw UsageError(
         "--virtual-local-rank gives each rank its one GPU as device 0: drop "
         "--gpu-binding " +
-        o.gpu_binding);
+        std::string(GpuBindingName(o.gpu_binding)));
   }
-  o.numa_binding = First<std::string>(vm, {"numa-binding", "numa_binding"}).value_or("");
-  if (o.numa_binding == "none") o.numa_binding.clear();
-  if (!o.numa_binding.empty() && o.numa_binding != "node" && o.numa_binding != "socket" &&
-      o.numa_binding != "exclusive" && o.numa_binding != "core-complex") {
+  std::string numa_binding = First<std::string>(vm, {"numa-binding", "numa_binding"}).value_or("");
+  if (numa_binding.empty()) numa_binding = "none";  // as --numa-binding none
+  if (!NumaBindingNamed(numa_binding)) {
     throw UsageError("--numa-binding must be node, socket, exclusive, core-complex or none (got '" +
-                     o.numa_binding + "')");
+                     numa_binding + "')");
   }
+  o.numa_binding = *NumaBindingNamed(numa_binding);
 
   if (rest.empty()) throw UsageError("no program given: dlaunch [options] PROGRAM [ARGS...]");
   const std::string& head = rest.front();

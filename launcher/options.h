@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/supervision/placement.h"
+
 namespace dlaunch::launcher {
 
 enum class Command {
@@ -37,6 +39,17 @@ struct StdStreams {
     return it == by_local_rank.end() ? 0 : it->second;
   }
 };
+
+// --on-hang: what a diagnosed hang does to the job.
+enum class OnHang {
+  kExit,     // the job ends with exit code 3
+  kRestart,  // the ranks restart, within --max-restarts
+};
+
+// "exit" or "restart", as the flag spells it.
+const char* OnHangName(OnHang action);
+// The action spelt `name`; nullopt for any other name.
+std::optional<OnHang> OnHangNamed(const std::string& name);
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;
@@ -72,7 +85,7 @@ struct LaunchOptions {
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds hang_timeout{300000};  // 0: no hang detection
   bool hang_on_silence = false;  // output silence of opaque programs counts as a hang
-  std::string on_hang = "exit";  // exit | restart
+  OnHang on_hang = OnHang::kExit;
   // Straggler detection (launcher/straggler): a rank this many times the others' median step
   // time over the last straggler_window steps is named; 0 turns it off.
   double straggler_threshold = 1.2;
@@ -102,10 +115,10 @@ struct LaunchOptions {
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
-  std::string gpu_binding = "local-rank";  // local-rank | isolate | none
+  GpuBinding gpu_binding = GpuBinding::kLocalRank;
   // --virtual-local-rank: every rank's LOCAL_RANK is 0, its CUDA_VISIBLE_DEVICES its one GPU
   bool virtual_local_rank = false;
-  std::string numa_binding;            // "" (none) | node | socket | exclusive | core-complex
+  NumaBinding numa_binding = NumaBinding::kNone;
   std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
   // --run-dir-mode: the run directory's permission bits; files get the same without execute.
   // Rank logs can hold secrets (a printed environment holds the job token): private by default.
