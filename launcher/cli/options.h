@@ -1,5 +1,7 @@
 // The dlaunch command line: torchrun's flags (both spellings), dlaunch's own, then either a
-// built-in command (train, preflight, diagnose, doctor) or a program with its arguments.
+// built-in command (train, preflight, diagnose, doctor) or a program with its arguments. Parsed
+// into values by one short parser per group of flags (group_parsers.h); the cluster's place is
+// weighed against them later, in the job's ResolveLaunch: nothing here includes launcher/job/.
 #pragma once
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cli/torchrun_flags.h"
 #include "launcher/supervision/placement.h"
 
 namespace dlaunch::launcher {
@@ -27,18 +30,6 @@ enum class Command {
 
 // train and preflight: dlaunch's own rank program (dlaunch-worker), not the user's.
 inline bool IsBuiltin(Command c) { return c == Command::kTrain || c == Command::kPreflight; }
-
-// torchrun's -r/--redirects or -t/--tee value: "3" for every local rank, or "0:1,1:2" per local
-// rank (the others 0); the bits are 1 stdout, 2 stderr.
-struct StdStreams {
-  int all = 0;
-  std::map<int, int> by_local_rank;
-  int For(int local_rank) const {
-    if (by_local_rank.empty()) return all;
-    auto it = by_local_rank.find(local_rank);
-    return it == by_local_rank.end() ? 0 : it->second;
-  }
-};
 
 // --on-hang: what a diagnosed hang does to the job.
 enum class OnHang {
@@ -136,8 +127,8 @@ std::string Usage();
 // Throws UsageError naming the bad flag or value. Checks only the command line itself; the
 // program's existence and the log directory are checked by ValidateSetup.
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv);
-// The same with `env` instead of the process environment: Kubeflow's PET_* variables fill the
-// options the command line left out.
+// The same with `env` instead of the process environment: Kubeflow's PET_* variables
+// (cluster/kubeflow.h) fill the options the command line left out.
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env);
 
