@@ -14,15 +14,26 @@
 
 namespace dlaunch::core {
 
+// Why a collective's watchdog fired.
+enum class TimeoutCause {
+  kTimeout,   // this rank's deadline passed
+  kPeerGone,  // a peer broke the connection first
+};
+
+// "timeout" or "peer_gone", as the "timeout" event's `cause` field spells it.
+constexpr const char* TimeoutCauseName(TimeoutCause cause) {
+  return cause == TimeoutCause::kPeerGone ? "peer_gone" : "timeout";
+}
+
 // What the watchdog found when a collective ran past its timeout.
 struct TimeoutReport {
   int rank = 0;
   int64_t seq = -1;
   std::string op;
   int64_t timeout_ms = 0;
-  // "timeout" when this rank's deadline passed; "peer_gone" when a peer broke the connection first
-  // (with gloo, the first rank to time out closes its connections, so the others see that).
-  std::string cause = "timeout";
+  // kPeerGone when a peer broke the connection first (with gloo, the first rank to time out
+  // closes its connections, so the others see that).
+  TimeoutCause cause = TimeoutCause::kTimeout;
   // Ranks whose published progress had not reached `seq`: they never joined the collective.
   std::vector<int> missing_ranks;
   // "allreduce seq 5 timed out after 1000 ms on rank 0; rank 2 missing from seq 5"
@@ -30,7 +41,7 @@ struct TimeoutReport {
 
   // True when the op failed because ranks never joined it, or ran out of time: a hang, whichever
   // rank noticed it first.
-  bool is_hang() const { return cause == "timeout" || !missing_ranks.empty(); }
+  bool is_hang() const { return cause == TimeoutCause::kTimeout || !missing_ranks.empty(); }
 
   // Body of the "timeout" event in rank<R>/events.jsonl: seq, op, timeout_ms, missing_ranks,
   // cause, message.

@@ -24,7 +24,7 @@ std::string TimeoutReport::ToJson() const {
                       {"op", op},
                       {"timeout_ms", timeout_ms},
                       {"missing_ranks", missing_ranks},
-                      {"cause", cause},
+                      {"cause", TimeoutCauseName(cause)},
                       {"message", message}};
   return j.dump();
 }
@@ -132,7 +132,7 @@ TimeoutReport Watchdog::Fire(int64_t seq, const std::string& op, const std::stri
   report.seq = seq;
   report.op = op;
   report.timeout_ms = options_.timeout.count();
-  report.cause = peer_error.empty() ? "timeout" : "peer_gone";
+  report.cause = peer_error.empty() ? TimeoutCause::kTimeout : TimeoutCause::kPeerGone;
   try {
     PublishProgress(true);
   } catch (const std::exception&) {

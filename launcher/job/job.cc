@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "core/base/environ.h"
 #include "core/base/proc.h"
 #include "core/exit_codes.h"
 #include "launcher/job/cluster_env.h"
@@ -21,7 +22,7 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
       MakeRankProgram(options, FindProgramSite(self_exe));
   if (program->PrintHelp()) return kExitOk;
   std::vector<std::string> argv = program->ResolveArgv();
-  const EnvMap env = CurrentEnv();
+  const EnvMap env = base::CurrentEnv();
   const LaunchConfig config = ResolveLaunch(options, env, NewRunId());
   const LaunchOptions& o = config.options;
   NodeSetup setup = ResolveNodeSetup(config, env);
@@ -47,8 +48,8 @@ int RunJob(const LaunchOptions& options, const std::string& self_exe) {
       return ended->exit_code;
     }
   }
-  JobPlan plan =
-      CreateRunDirectories(JobPlan(o, setup, identity, std::move(argv), CurrentEnv(), program));
+  JobPlan plan = CreateRunDirectories(
+      JobPlan(o, setup, identity, std::move(argv), base::CurrentEnv(), program));
   auto spawner = MakeForkExecSpawner();
   return JobAgent(std::move(plan), role.get(), host, std::move(placement))
       .Run(spawner.get(), &watch);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 
 namespace dlaunch::launcher {
 

@@ -137,7 +137,7 @@ std::vector<std::string> JobPlan::RankEnvironment(const RankSlot& slot, int rest
 
 bool JobPlan::ShouldRestart(int attempt, int exit_code, bool interrupted, bool stopped) const {
   if (exit_code == 0 || interrupted) return false;
-  if (stopped && options_.on_hang != "restart") return false;
+  if (stopped && options_.on_hang != OnHang::kRestart) return false;
   return attempt < options_.max_restarts;
 }
 

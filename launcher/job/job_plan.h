@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/coordinator_client.h"
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 #include "launcher/program/rank_program.h"
 
 namespace dlaunch::launcher {

@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "launcher/cli/options.h"
 #include "launcher/cluster/cluster_place.h"
 #include "launcher/job/job_plan.h"
-#include "launcher/options.h"
 
 namespace dlaunch::launcher {
 

@@ -13,8 +13,6 @@
 #include "launcher/rendezvous/mpi_rendezvous.h"
 #include "launcher/rendezvous/ports.h"
 
-extern char** environ;
-
 namespace dlaunch::launcher {
 namespace {
 
@@ -74,16 +72,6 @@ void ReadToken(const LaunchConfig& c, const std::map<std::string, std::string>& 
 }
 
 }  // namespace
-
-std::map<std::string, std::string> CurrentEnv() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
 
 std::string NewRunId() {
   std::time_t t = std::time(nullptr);

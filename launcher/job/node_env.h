@@ -6,14 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cli/options.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/launch_config.h"
-#include "launcher/options.h"
 
 namespace dlaunch::launcher {
-
-// The process environment as a map.
-std::map<std::string, std::string> CurrentEnv();
 
 // What of `config` only I/O settles, for this node: the token (read from --token-file, which must
 // be readable on one node too, from DLAUNCH_JOB_TOKEN in `env`, or derived from the user's Slurm

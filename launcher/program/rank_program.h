@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 #include "launcher/supervision/process_spawner.h"
 #include "launcher/supervision/supervisor.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 #include "launcher/program/rank_program.h"
 
 namespace dlaunch::launcher {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 
 namespace dlaunch::launcher::python {
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -275,6 +277,48 @@ Topology ReadTopology(const std::string& sysfs) {
   return m;
 }
 
+namespace {
+
+constexpr std::pair<GpuBinding, const char*> kGpuBindings[] = {
+    {GpuBinding::kLocalRank, "local-rank"},
+    {GpuBinding::kIsolate, "isolate"},
+    {GpuBinding::kNone, "none"},
+};
+constexpr std::pair<NumaBinding, const char*> kNumaBindings[] = {
+    {NumaBinding::kNone, "none"},
+    {NumaBinding::kNode, "node"},
+    {NumaBinding::kSocket, "socket"},
+    {NumaBinding::kExclusive, "exclusive"},
+    {NumaBinding::kCoreComplex, "core-complex"},
+};
+
+template <typename E, size_t N>
+const char* NameOf(const std::pair<E, const char*> (&names)[N], E value) {
+  for (const auto& [v, name] : names) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+std::optional<E> Named(const std::pair<E, const char*> (&names)[N], const std::string& name) {
+  for (const auto& [v, n] : names) {
+    if (name == n) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* GpuBindingName(GpuBinding binding) { return NameOf(kGpuBindings, binding); }
+const char* NumaBindingName(NumaBinding binding) { return NameOf(kNumaBindings, binding); }
+std::optional<GpuBinding> GpuBindingNamed(const std::string& name) {
+  return Named(kGpuBindings, name);
+}
+std::optional<NumaBinding> NumaBindingNamed(const std::string& name) {
+  return Named(kNumaBindings, name);
+}
+
 std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topology& m) {
   std::vector<std::string> visible;
   if (req.cuda_visible_devices) {
@@ -283,7 +327,7 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     for (size_t g = 0; g < m.gpu_numa.size(); ++g) visible.push_back(std::to_string(g));
   }
   const auto mine = AgentGpus(visible, req.nproc, req.share_index, req.share_count);
-  const bool isolate = req.gpu_binding == "isolate" || req.virtual_local_rank;
+  const bool isolate = req.gpu_binding == GpuBinding::kIsolate || req.virtual_local_rank;
   if (isolate && static_cast<int>(mine.size()) < req.nproc &&
       !(req.virtual_local_rank && mine.empty())) {
     throw UsageError(
@@ -302,16 +346,17 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     cpu_req.share_count = 1;
   }
   const std::vector<int> slot_numa =
-      req.numa_binding.empty() ? std::vector<int>{} : SlotNuma(cpu_req, m, visible);
+      req.numa_binding == NumaBinding::kNone ? std::vector<int>{} : SlotNuma(cpu_req, m, visible);
   // The CPU set of every slot on the machine, where ranks of node, socket or core-complex binding
   // share one.
   std::vector<std::vector<int>> shared_sets;
-  if (req.numa_binding != "exclusive") {
+  if (req.numa_binding != NumaBinding::kExclusive) {
     for (size_t slot = 0; slot < slot_numa.size(); ++slot) {
       const int numa = slot_numa[slot];
-      shared_sets.push_back(req.numa_binding == "node"     ? NodeCpus(m, numa)
-                            : req.numa_binding == "socket" ? SocketCpus(m, numa)
-                                                           : CoreComplexCpus(m, slot_numa, slot));
+      shared_sets.push_back(req.numa_binding == NumaBinding::kNode ? NodeCpus(m, numa)
+                            : req.numa_binding == NumaBinding::kSocket
+                                ? SocketCpus(m, numa)
+                                : CoreComplexCpus(m, slot_numa, slot));
     }
   }
   std::vector<RankPlacement> out(req.nproc);
@@ -321,14 +366,14 @@ std::vector<RankPlacement> PlanPlacement(const PlacementRequest& req, const Topo
     if (isolate) {
       // --virtual-local-rank on a machine without GPUs: torchrun's index all the same.
       p.cuda_visible_devices = mine.empty() ? std::to_string(r) : mine[r];
-    } else if (req.gpu_binding == "local-rank" && mine != visible) {
+    } else if (req.gpu_binding == GpuBinding::kLocalRank && mine != visible) {
       p.cuda_visible_devices = Join(mine);  // LOCAL_RANK indexes this launcher's part
     }
     // Unbound ranks share the launcher's CPUs with every rank of the launchers that share them.
     int sharing = req.nproc * cpu_req.share_count;
-    if (!req.numa_binding.empty()) {
+    if (req.numa_binding != NumaBinding::kNone) {
       const int slot = cpu_req.share_index * req.nproc + r;
-      if (req.numa_binding == "exclusive") {
+      if (req.numa_binding == NumaBinding::kExclusive) {
         p.cpus = ExclusiveCpus(m, slot_numa, slot);
         sharing = 1;
       } else {

@@ -27,9 +27,33 @@ struct Topology {
 // sched_getaffinity. `sysfs` is another root only for tests of made-up machines.
 Topology ReadTopology(const std::string& sysfs = "/sys");
 
+// --gpu-binding: which GPUs a rank sees.
+enum class GpuBinding {
+  kLocalRank,  // this launcher's GPUs; the rank uses GPU LOCAL_RANK
+  kIsolate,    // CUDA_VISIBLE_DEVICES is the rank's one GPU
+  kNone,       // the environment as it is
+};
+
+// --numa-binding (torchrun's modes): the CPUs a rank may run on.
+enum class NumaBinding {
+  kNone,         // the launcher's own
+  kNode,         // its GPU's NUMA node
+  kSocket,       // its GPU's socket
+  kExclusive,    // the node's cores split among its ranks
+  kCoreComplex,  // a last-level cache's cores each
+};
+
+// The flags' spellings: "local-rank", "isolate", "none"; "none", "node", "socket", "exclusive",
+// "core-complex".
+const char* GpuBindingName(GpuBinding binding);
+const char* NumaBindingName(NumaBinding binding);
+// The binding spelt `name`; nullopt for any other name.
+std::optional<GpuBinding> GpuBindingNamed(const std::string& name);
+std::optional<NumaBinding> NumaBindingNamed(const std::string& name);
+
 struct PlacementRequest {
-  std::string gpu_binding = "local-rank";  // local-rank | isolate | none
-  std::string numa_binding;                // "" | node | socket | exclusive | core-complex
+  GpuBinding gpu_binding = GpuBinding::kLocalRank;
+  NumaBinding numa_binding = NumaBinding::kNone;
   // torchrun's --virtual-local-rank: each rank's CUDA_VISIBLE_DEVICES is its one GPU, as isolate
   // (its local rank's index where the machine shows none, as torchrun)
   bool virtual_local_rank = false;

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "core/base/proc.h"
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 #include "process_harness.h"
 #include "tests/chaos/chaos_util.h"
 #include "tests/common/test_dir.h"

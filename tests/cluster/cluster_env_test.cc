@@ -57,7 +57,7 @@ TEST(KubeflowTest, EveryPetVariableSetsItsOption) {
   EXPECT_EQ(o.log_dir, "/tmp/logs");
   EXPECT_EQ(o.local_ranks_filter, std::vector<int>{0});  // torchrun's: by local rank
   EXPECT_TRUE(o.no_python);
-  EXPECT_EQ(o.numa_binding, "node");
+  EXPECT_EQ(o.numa_binding, NumaBinding::kNode);
 }
 
 TEST(KubeflowTest, CommandLineWinsOverEveryAlias) {
@@ -127,16 +127,17 @@ namespace {
 
 TEST(PlacementOptionsTest, ModesAndBadValues) {
   LaunchOptions d = ParseCommandLine({"prog"}, {});
-  EXPECT_EQ(d.gpu_binding, "local-rank");
-  EXPECT_EQ(d.numa_binding, "");
+  EXPECT_EQ(d.gpu_binding, GpuBinding::kLocalRank);
+  EXPECT_EQ(d.numa_binding, NumaBinding::kNone);
   LaunchOptions o =
       ParseCommandLine({"--gpu-binding", "isolate", "--numa_binding", "socket", "prog"}, {});
-  EXPECT_EQ(o.gpu_binding, "isolate");
-  EXPECT_EQ(o.numa_binding, "socket");
-  EXPECT_EQ(ParseCommandLine({"--numa-binding", "none", "prog"}, {}).numa_binding, "");
+  EXPECT_EQ(o.gpu_binding, GpuBinding::kIsolate);
+  EXPECT_EQ(o.numa_binding, NumaBinding::kSocket);
+  EXPECT_EQ(ParseCommandLine({"--numa-binding", "none", "prog"}, {}).numa_binding,
+            NumaBinding::kNone);
   EXPECT_THROW(ParseCommandLine({"--gpu-binding", "all", "prog"}, {}), UsageError);
   EXPECT_EQ(ParseCommandLine({"--numa-binding", "core-complex", "prog"}, {}).numa_binding,
-            "core-complex");  // torchrun 2.15's
+            NumaBinding::kCoreComplex);  // torchrun 2.15's
   EXPECT_THROW(ParseCommandLine({"--numa-binding", "l3", "prog"}, {}), UsageError);
 }
 

@@ -37,8 +37,8 @@ Topology TwoSocketMachine(int cores = 4) {
 PlacementRequest Request(int nproc, std::string gpu = "local-rank", std::string numa = "") {
   PlacementRequest r;
   r.nproc = nproc;
-  r.gpu_binding = std::move(gpu);
-  r.numa_binding = std::move(numa);
+  r.gpu_binding = *GpuBindingNamed(gpu);
+  r.numa_binding = numa.empty() ? NumaBinding::kNone : *NumaBindingNamed(numa);
   return r;
 }
 

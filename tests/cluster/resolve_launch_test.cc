@@ -12,9 +12,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "launcher/cli/options.h"
 #include "launcher/job/launch_config.h"
 #include "launcher/job/node_env.h"
-#include "launcher/options.h"
 #include "tests/cluster/cluster_fixtures.h"
 
 namespace dlaunch::launcher {

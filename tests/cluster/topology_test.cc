@@ -70,7 +70,7 @@ TEST_F(TopologyTest, EachLocalRankGetsItsGpuAndThatGpusNumaCpus) {
   const Topology m = ReadTopology(root_.string());
   PlacementRequest req;
   req.nproc = 2;
-  req.numa_binding = "node";
+  req.numa_binding = NumaBinding::kNode;
   // One launcher sees every GPU: rank r uses GPU r through LOCAL_RANK, on its GPU's node.
   auto one = PlanPlacement(req, m);
   ASSERT_EQ(one.size(), 2u);
@@ -91,7 +91,7 @@ TEST_F(TopologyTest, EachLocalRankGetsItsGpuAndThatGpusNumaCpus) {
   // --gpu-binding isolate: CUDA_VISIBLE_DEVICES is the one GPU, numbered as nvidia-smi does.
   req = PlacementRequest{};
   req.nproc = 2;
-  req.gpu_binding = "isolate";
+  req.gpu_binding = GpuBinding::kIsolate;
   auto iso = PlanPlacement(req, m);
   EXPECT_EQ(iso[0].cuda_visible_devices, "0");
   EXPECT_EQ(iso[1].cuda_visible_devices, "1");
@@ -124,7 +124,7 @@ TEST_F(TopologyTest, AMachineWithoutNumaOrPciFoldersHasNoGpusAndPlacesNothing) {
   EXPECT_TRUE(m.numa_cpus.empty());
   PlacementRequest req;
   req.nproc = 2;
-  req.numa_binding = "node";
+  req.numa_binding = NumaBinding::kNode;
   for (const auto& p : PlanPlacement(req, m)) {
     EXPECT_FALSE(p.cuda_visible_devices);
     EXPECT_EQ(p.cpus, cpus_);  // the launcher's own CPUs

@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/run_dir/attempts.h"
+#include "launcher/cli/options.h"
 #include "launcher/job/job_plan.h"
-#include "launcher/options.h"
 #include "launcher/rendezvous/node_rounds.h"
 #include "tests/common/test_dir.h"
 

@@ -220,7 +220,7 @@ TEST(JobPlanTest, RestartsOnlyFailuresWithinTheBudget) {
   EXPECT_FALSE(plan.ShouldRestart(2, 1, false, false));   // budget spent
   EXPECT_FALSE(plan.ShouldRestart(0, 130, true, false));  // interrupted
   EXPECT_FALSE(plan.ShouldRestart(0, 3, false, true));    // a hang, --on-hang exit
-  o.on_hang = "restart";
+  o.on_hang = OnHang::kRestart;
   EXPECT_TRUE(Plan(o).ShouldRestart(0, 3, false, true));
 }
 

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 
 namespace dlaunch::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 
 #include <gtest/gtest.h>
 
@@ -241,7 +241,7 @@ TEST(OptionsTest, VirtualLocalRankPrefixTemplateAndCoreComplex) {
                             {});
   EXPECT_TRUE(o.virtual_local_rank);
   EXPECT_EQ(o.log_line_prefix_template, "${rank}: ");
-  EXPECT_EQ(o.numa_binding, "core-complex");
+  EXPECT_EQ(o.numa_binding, NumaBinding::kCoreComplex);
   EXPECT_TRUE(ParseCommandLine({"--virtual-local-rank", "--gpu-binding", "isolate", "prog"}, {})
                   .virtual_local_rank);
   EXPECT_THROW(

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "launcher/options.h"
+#include "launcher/cli/options.h"
 
 namespace dlaunch::launcher {
 namespace {

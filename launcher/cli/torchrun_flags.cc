@@ -1,7 +1,8 @@
-#include "launcher/torchrun_flags.h"
+#include "launcher/cli/torchrun_flags.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -107,7 +108,8 @@ void CheckEventLogHandler(const std::string& name) {
       name + "')");
 }
 
-void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
+RdzvConf ParseRdzvConf(const std::string& text) {
+  RdzvConf conf;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
@@ -118,13 +120,14 @@ void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
                                        [&](const IgnoredRdzvKey& k) { return key == k.key; });
     if (ignored != std::end(kIgnoredRdzvKeys)) {
       if (value.empty()) throw UsageError("--rdzv-conf: " + key + " needs a value (" + key + "=V)");
-      o->notes.push_back("--rdzv-conf " + key + " has no effect under dlaunch: " + ignored->why);
+      conf.notes.push_back("--rdzv-conf " + key + " has no effect under dlaunch: " + ignored->why);
       continue;
     }
-    std::chrono::milliseconds* target = key == "join_timeout" || key == "timeout" ? &o->join_timeout
-                                        : key == "last_call_timeout" ? &o->last_call_timeout
-                                        : key == "close_timeout"     ? &o->close_timeout
-                                                                     : nullptr;
+    std::optional<std::chrono::milliseconds>* target =
+        key == "join_timeout" || key == "timeout" ? &conf.join_timeout
+        : key == "last_call_timeout"              ? &conf.last_call_timeout
+        : key == "close_timeout"                  ? &conf.close_timeout
+                                                  : nullptr;
     if (!target) {
       std::string known = "timeout (or join_timeout), last_call_timeout, close_timeout";
       for (const auto& k : kIgnoredRdzvKeys) known += std::string(", ") + k.key;
@@ -143,17 +146,17 @@ void ParseRdzvConf(const std::string& text, LaunchOptions* o) {
     }
     *target = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   }
+  return conf;
 }
 
-void ParseStartMethod(const std::string& method, LaunchOptions* o) {
+std::optional<std::string> ParseStartMethod(const std::string& method) {
   if (method != "spawn" && method != "fork" && method != "forkserver") {
     throw UsageError("--start-method must be spawn, fork or forkserver (got '" + method + "')");
   }
-  if (method != "spawn") {
-    o->notes.push_back("--start-method " + method +
-                       ": dlaunch starts every rank as a fresh process (fork and exec, as "
-                       "spawn does); nothing of the launcher's memory is shared with the ranks");
-  }
+  if (method == "spawn") return std::nullopt;
+  return "--start-method " + method +
+         ": dlaunch starts every rank as a fresh process (fork and exec, as spawn does); nothing "
+         "of the launcher's memory is shared with the ranks";
 }
 
 }  // namespace dlaunch::launcher

@@ -1,5 +1,7 @@
 // The dlaunch command line: torchrun's flags (both spellings), dlaunch's own, then either a
-// built-in command (train, preflight, diagnose, doctor) or a program with its arguments.
+// built-in command (train, preflight, diagnose, doctor) or a program with its arguments. Parsed
+// into values by one short parser per group of flags (group_parsers.h); the cluster's place is
+// weighed against them later, in the job's ResolveLaunch: nothing here includes launcher/job/.
 #pragma once
 
 #include <chrono>
@@ -7,6 +9,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "launcher/cli/torchrun_flags.h"
+#include "launcher/supervision/placement.h"
 
 namespace dlaunch::launcher {
 
@@ -26,17 +31,16 @@ enum class Command {
 // train and preflight: dlaunch's own rank program (dlaunch-worker), not the user's.
 inline bool IsBuiltin(Command c) { return c == Command::kTrain || c == Command::kPreflight; }
 
-// torchrun's -r/--redirects or -t/--tee value: "3" for every local rank, or "0:1,1:2" per local
-// rank (the others 0); the bits are 1 stdout, 2 stderr.
-struct StdStreams {
-  int all = 0;
-  std::map<int, int> by_local_rank;
-  int For(int local_rank) const {
-    if (by_local_rank.empty()) return all;
-    auto it = by_local_rank.find(local_rank);
-    return it == by_local_rank.end() ? 0 : it->second;
-  }
+// --on-hang: what a diagnosed hang does to the job.
+enum class OnHang {
+  kExit,     // the job ends with exit code 3
+  kRestart,  // the ranks restart, within --max-restarts
 };
+
+// "exit" or "restart", as the flag spells it.
+const char* OnHangName(OnHang action);
+// The action spelt `name`; nullopt for any other name.
+std::optional<OnHang> OnHangNamed(const std::string& name);
 
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;
@@ -72,7 +76,7 @@ struct LaunchOptions {
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds hang_timeout{300000};  // 0: no hang detection
   bool hang_on_silence = false;  // output silence of opaque programs counts as a hang
-  std::string on_hang = "exit";  // exit | restart
+  OnHang on_hang = OnHang::kExit;
   // Straggler detection (launcher/straggler): a rank this many times the others' median step
   // time over the last straggler_window steps is named; 0 turns it off.
   double straggler_threshold = 1.2;
@@ -102,10 +106,10 @@ struct LaunchOptions {
   bool skip_doctor = false;
   std::string token_file;  // multi-node: the shared job token (else DLAUNCH_JOB_TOKEN)
   std::string tls_cert, tls_key, tls_ca;
-  std::string gpu_binding = "local-rank";  // local-rank | isolate | none
+  GpuBinding gpu_binding = GpuBinding::kLocalRank;
   // --virtual-local-rank: every rank's LOCAL_RANK is 0, its CUDA_VISIBLE_DEVICES its one GPU
   bool virtual_local_rank = false;
-  std::string numa_binding;            // "" (none) | node | socket | exclusive | core-complex
+  NumaBinding numa_binding = NumaBinding::kNone;
   std::vector<int> signals_to_handle;  // caught and forwarded to the ranks (--signals-to-handle)
   // --run-dir-mode: the run directory's permission bits; files get the same without execute.
   // Rank logs can hold secrets (a printed environment holds the job token): private by default.
@@ -123,8 +127,8 @@ std::string Usage();
 // Throws UsageError naming the bad flag or value. Checks only the command line itself; the
 // program's existence and the log directory are checked by ValidateSetup.
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv);
-// The same with `env` instead of the process environment: Kubeflow's PET_* variables fill the
-// options the command line left out.
+// The same with `env` instead of the process environment: Kubeflow's PET_* variables
+// (cluster/kubeflow.h) fill the options the command line left out.
 LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env);
 
