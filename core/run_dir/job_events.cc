@@ -10,8 +10,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kKindNames[] = {"unknown", "rank_start",      "rank_exit",     "restart",
-                                  "hang",    "straggler_start", "straggler_end", "node_lost"};
+const char* const kKindNames[] = {"unknown",       "rank_start", "rank_exit",
+                                  "restart",       "hang",       "straggler_start",
+                                  "straggler_end", "node_lost",  "restart_decision"};
 
 }  // namespace
 

@@ -15,15 +15,17 @@ inline constexpr char kJobEventSchema[] = "job_event";
 
 enum class JobEventKind {
   kUnknown,
-  kRankStart,       // a rank's process started (rank, host, pid)
-  kRankExit,        // it ended (exit_code or signal)
-  kRestart,         // a new attempt starts (message: why)
-  kHang,            // a hang was diagnosed (message: the headline)
-  kStragglerStart,  // a straggler verdict began (rank, host, message: its text)
-  kStragglerEnd,    // it ended
-  kNodeLost,        // a node failed or went silent (node_rank, host, message)
+  kRankStart,        // a rank's process started (rank, host, pid)
+  kRankExit,         // it ended (exit_code or signal)
+  kRestart,          // a new attempt starts (message: why)
+  kHang,             // a hang was diagnosed (message: the headline)
+  kStragglerStart,   // a straggler verdict began (rank, host, message: its text)
+  kStragglerEnd,     // it ended
+  kNodeLost,         // a node failed or went silent (node_rank, host, message)
+  kRestartDecision,  // the restart policy's decision after a failure (message: it, with its reason)
 };
-// unknown | rank_start | rank_exit | restart | hang | straggler_start | straggler_end | node_lost
+// unknown | rank_start | rank_exit | restart | hang | straggler_start | straggler_end | node_lost |
+// restart_decision
 const char* JobEventKindName(JobEventKind kind);
 JobEventKind ParseJobEventKind(std::string_view name);  // kUnknown for anything else
 

@@ -39,6 +39,28 @@ int SignalOf(const json& rank) {
   return base::SignalNumber(it->get<std::string>());
 }
 
+json DecisionToJson(const SummaryDecision& d) {
+  json j = {{"policy", d.policy},
+            {"action", d.action},
+            {"rule", d.rule},
+            {"reason", d.reason},
+            {"acted", d.acted}};
+  if (d.node >= 0) j["node"] = d.node;
+  return j;
+}
+
+SummaryDecision DecisionFromJson(const json& j) {
+  SummaryDecision d;
+  d.policy = GetString(j, "policy");
+  d.action = GetString(j, "action");
+  d.rule = GetString(j, "rule");
+  d.reason = GetString(j, "reason");
+  d.node = detail::GetInt32(j, "node", -1);
+  auto acted = j.find("acted");
+  d.acted = acted != j.end() && acted->is_boolean() && acted->get<bool>();
+  return d;
+}
+
 }  // namespace
 
 namespace {
@@ -94,6 +116,7 @@ std::string SummaryToJson(const Summary& s) {
     if (!a.error.empty()) attempt["error"] = a.error;
     if (!a.next.empty()) attempt["next"] = a.next;
     if (!a.folder.empty()) attempt["folder"] = a.folder;
+    if (a.decision) attempt["decision"] = DecisionToJson(*a.decision);
     j["attempts"].push_back(std::move(attempt));
   }
   return detail::Dump(j, 2) + "\n";
@@ -134,6 +157,9 @@ FileState ReadSummary(const std::string& path, const std::string& label, Summary
       sa.error = GetString(a, "error");
       sa.next = GetString(a, "next");
       sa.folder = GetString(a, "folder");
+      if (auto d = a.find("decision"); d != a.end() && d->is_object()) {
+        sa.decision = DecisionFromJson(*d);
+      }
     }
   }
   int dropped = 0;

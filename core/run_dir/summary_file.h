@@ -48,6 +48,17 @@ struct SummaryNode {
   std::string error;
 };
 
+// What the restart policy decided after a failed attempt (--restart-policy), with what it rests
+// on: written whether or not it was acted on.
+struct SummaryDecision {
+  std::string policy;  // auto | always | observe
+  std::string action;  // restart | stop | exclude
+  std::string rule;    // startup | deterministic | no-progress | node | transient
+  int node = -1;       // exclude: the node
+  std::string reason;  // one line
+  bool acted = false;  // the job did what `action` says
+};
+
 // One attempt of the launch (summary.json's "attempts"), when there was more than one.
 struct SummaryAttempt {
   int attempt = 0;
@@ -60,6 +71,7 @@ struct SummaryAttempt {
   std::string error;        // one line: the root cause or the reason it stopped
   std::string next;         // "restart", "rejoin" (lost nodes, MIN kept) or "" (the last)
   std::string folder;       // where its rank folders went ("attempt3"); "" for the last
+  std::optional<SummaryDecision> decision;  // after a failure --max-restarts would restart
 };
 
 struct Summary {

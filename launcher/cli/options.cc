@@ -50,6 +50,25 @@ LaunchOptions ParseCommandLine(const std::vector<std::string>& argv,
 
 const char* OnHangName(OnHang action) { return action == OnHang::kRestart ? "restart" : "exit"; }
 
+const char* RestartPolicyName(RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::kAuto:
+      return "auto";
+    case RestartPolicy::kAlways:
+      return "always";
+    case RestartPolicy::kObserve:
+      return "observe";
+  }
+  return "auto";
+}
+
+std::optional<RestartPolicy> RestartPolicyNamed(const std::string& name) {
+  for (RestartPolicy p : {RestartPolicy::kAuto, RestartPolicy::kAlways, RestartPolicy::kObserve}) {
+    if (name == RestartPolicyName(p)) return p;
+  }
+  return std::nullopt;
+}
+
 std::optional<OnHang> OnHangNamed(const std::string& name) {
   if (name == "exit") return OnHang::kExit;
   if (name == "restart") return OnHang::kRestart;

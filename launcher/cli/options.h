@@ -42,6 +42,19 @@ const char* OnHangName(OnHang action);
 // The action spelt `name`; nullopt for any other name.
 std::optional<OnHang> OnHangNamed(const std::string& name);
 
+// --restart-policy: what a failure that --max-restarts would restart does (launcher/job/
+// restart_policy.h decides).
+enum class RestartPolicy {
+  kAuto,     // acts on the decision: a deterministic failure or a restart storm stops the job
+  kAlways,   // restarts as torchrun does; the decision is still recorded
+  kObserve,  // says and records what auto would do, and restarts
+};
+
+// "auto", "always" or "observe", as the flag spells it.
+const char* RestartPolicyName(RestartPolicy policy);
+// The policy spelt `name`; nullopt for any other name.
+std::optional<RestartPolicy> RestartPolicyNamed(const std::string& name);
+
 // The longest duration any flag takes, in seconds (about 115 days); longer means a typo or "inf".
 constexpr double kMaxDurationSeconds = 1e7;
 
@@ -86,6 +99,7 @@ struct LaunchOptions {
   int metrics_port = -1;
   std::string metrics_addr = "127.0.0.1";
   int max_restarts = 0;
+  RestartPolicy restart_policy = RestartPolicy::kAuto;
   bool quiet = false;
   std::vector<int> ranks_filter;        // empty: every rank on the console
   std::vector<int> local_ranks_filter;  // torchrun's, by local rank; empty: every one

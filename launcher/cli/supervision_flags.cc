@@ -80,6 +80,11 @@ void ParseSupervisionFlags(const Flags& f, const std::map<std::string, std::stri
                            LaunchOptions* o) {
   o->max_restarts = *f.First<int>({"max_restarts", "max-restarts"});
   CheckMaxRestarts(o->max_restarts);
+  const std::string policy = f.Get<std::string>("restart-policy");
+  if (!RestartPolicyNamed(policy)) {
+    throw UsageError("--restart-policy must be auto, always or observe (got '" + policy + "')");
+  }
+  o->restart_policy = *RestartPolicyNamed(policy);
   o->grace_period = GracePeriod(f, env);
   o->signals_to_handle =
       ParseSignalList(*f.First<std::string>({"signals-to-handle", "signals_to_handle"}));

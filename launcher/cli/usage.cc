@@ -52,6 +52,7 @@ void DescribeRunAndOutput(po::options_description* d) {
   d->add_options()
     ("max-restarts", po::value<int>()->default_value(0), "restart all ranks up to K times after a failure (alias --max_restarts)")
     ("max_restarts", po::value<int>(), "alias of --max-restarts")
+    ("restart-policy", po::value<std::string>()->default_value("auto"), "after a failure --max-restarts would restart: auto stops a failure that would repeat (the same exception at the same place twice, an import or argument error before the first collective, a restart storm), always restarts as torchrun does, observe says what auto would do and restarts")
     ("grace-period", po::value<double>()->default_value(30), "seconds between SIGTERM and SIGKILL at teardown (alias --shutdown-timeout; default: $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
     ("shutdown-timeout", po::value<double>(), "alias of --grace-period (torchrun's name)")
     ("shutdown_timeout", po::value<double>(), "alias of --grace-period")

@@ -27,4 +27,8 @@ void AttemptListeners::Restart(const Membership& next, const std::string& how,
   for (AttemptListener* l : listeners_) l->OnRestart(next, how, ended);
 }
 
+void AttemptListeners::JobEnd(const AttemptReport& last) {
+  for (AttemptListener* l : listeners_) l->OnJobEnd(last);
+}
+
 }  // namespace dlaunch::launcher

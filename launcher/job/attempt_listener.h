@@ -31,6 +31,9 @@ class AttemptListener {
   // The next attempt was decided (`how`: "restart", "scale up", ...) after `ended`.
   virtual void OnRestart(const Membership& next, const std::string& how,
                          const AttemptReport& ended) {}
+  // No attempt follows `last` (success, a failure past --max-restarts, the restart policy's stop,
+  // a signal during the node rendezvous).
+  virtual void OnJobEnd(const AttemptReport& last) {}
 };
 
 // The listeners of one job, told in the order they were added. Not thread-safe itself: the loop
@@ -45,6 +48,7 @@ class AttemptListeners {
   void Tick();
   void RanksGone(AttemptResult* result);
   void Restart(const Membership& next, const std::string& how, const AttemptReport& ended);
+  void JobEnd(const AttemptReport& last);
 
  private:
   std::vector<AttemptListener*> listeners_;

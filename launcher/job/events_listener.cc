@@ -15,10 +15,21 @@ void EventsListener::OnRanksGone(AttemptResult* result) { EmitRankEvents(*result
 
 void EventsListener::OnRestart(const Membership& next, const std::string& how,
                                const AttemptReport& ended) {
+  EmitDecision(ended);
   rundir::JobEvent e;
   e.kind = rundir::JobEventKind::kRestart;
   e.attempt = next.attempt;
   e.message = how + " after: " + ended.error;
+  log_->Emit(std::move(e));
+}
+
+void EventsListener::OnJobEnd(const AttemptReport& last) { EmitDecision(last); }
+
+void EventsListener::EmitDecision(const AttemptReport& ended) {
+  if (!ended.restart_decision) return;
+  rundir::JobEvent e;
+  e.kind = rundir::JobEventKind::kRestartDecision;
+  e.message = DescribeDecision(*ended.restart_decision);
   log_->Emit(std::move(e));
 }
 

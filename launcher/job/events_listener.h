@@ -20,10 +20,13 @@ class EventsListener : public AttemptListener {
   void OnRanksGone(AttemptResult* result) override;
   void OnRestart(const Membership& next, const std::string& how,
                  const AttemptReport& ended) override;
+  void OnJobEnd(const AttemptReport& last) override;
 
  private:
   // The rank_start and rank_exit events of `now` not said yet.
   void EmitRankEvents(const AttemptResult& now);
+  // restart_decision, when the restart policy weighed `ended`.
+  void EmitDecision(const AttemptReport& ended);
 
   JobEventLog* log_;
   std::string host_;

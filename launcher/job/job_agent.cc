@@ -240,7 +240,7 @@ bool JobAgent::NextAttempt(const Membership& m, InterruptWatch* watch, AttemptRe
     again = false;
   }
   if (!again) {
-    summary->EndJob(*report);
+    listeners->JobEnd(*report);
     return false;
   }
   listeners->Restart(plan_.membership(), how, *report);

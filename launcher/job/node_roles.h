@@ -14,6 +14,7 @@
 #include "launcher/job/job_event_log.h"
 #include "launcher/job/job_plan.h"
 #include "launcher/job/report.h"
+#include "launcher/job/restart_policy.h"
 #include "launcher/supervision/supervisor.h"
 
 namespace dlaunch::launcher {
@@ -29,6 +30,8 @@ struct AttemptReport {
   // Where the attempt's summary.json went: the run directory's, or the second place a full disk
   // sent it to (SummaryWriter::written_path).
   std::string summary_path;
+  // Node 0's restart policy after a failure --max-restarts would restart (NodeRole::Next).
+  std::optional<AppliedDecision> restart_decision;
 };
 
 // The agent calls, in order: Prepare, Open, then per attempt OnTick (while it runs), Conclude,

@@ -6,6 +6,7 @@
 #include "core/exit_codes.h"
 #include "core/run_dir/paths.h"
 #include "launcher/diagnose/diagnose.h"
+#include "launcher/job/failure_facts.h"
 #include "launcher/job/node_env.h"
 #include "launcher/rendezvous/ports.h"
 
@@ -56,9 +57,11 @@ bool NodeZeroRole::Next(AttemptReport* report, JobPlan* plan, std::string* how,
   // A stop for a hang restarts only under --on-hang restart; a stop for a failure elsewhere
   // (another node's rank, a lost node) is a failure like any other.
   const auto& stop = report->result.stop_code;
-  const NextAttempt step = plan->Decide(report->exit_code, report->result.interrupted_by != 0,
-                                        stop && *stop == kExitHang, lost);
+  const bool hang = stop && *stop == kExitHang;
+  const NextAttempt step =
+      plan->Decide(report->exit_code, report->result.interrupted_by != 0, hang, lost);
   if (step == NextAttempt::kNone) return false;
+  if (step == NextAttempt::kRestart && StopsByPolicy(report, hang)) return false;
   Membership next = plan->membership();
   ++next.attempt;
   if (step == NextAttempt::kRestart) ++next.restart_count;
@@ -80,6 +83,18 @@ bool NodeZeroRole::Next(AttemptReport* report, JobPlan* plan, std::string* how,
   world_size_ = plan->world_size();
   coordinator_->Watch(*plan, supervisor_);
   return true;
+}
+
+bool NodeZeroRole::StopsByPolicy(AttemptReport* report, bool hang) {
+  rundir::Summary summary;
+  std::vector<std::string> problems;
+  rundir::ReadSummary(report->summary_path, "summary.json", &summary, &problems);
+  failures_.push_back(ReadFailureFacts(run_dir_, summary, report->attempt, hang));
+  const AppliedDecision applied =
+      ApplyRestartPolicy(options_.restart_policy, DecideRestart(failures_));
+  std::cerr << "dlaunch: " << DescribeDecision(applied) << std::endl;
+  report->restart_decision = applied;
+  return applied.acted && applied.decision.action == RestartAction::kStop;
 }
 
 void NodeZeroRole::Interrupt(int signal) {

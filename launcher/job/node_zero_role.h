@@ -49,6 +49,11 @@ class NodeZeroRole : public NodeRole {
   // The next attempt's node rendezvous; false (report set) when it failed.
   virtual bool Rejoin(Membership*, AttemptReport*) { return true; }
 
+  // The restart policy after a failed attempt that --max-restarts would restart: its line on the
+  // console, the decision in `report`; true when the job stops instead. Blocks for reading the
+  // attempt's files.
+  bool StopsByPolicy(AttemptReport* report, bool hang);
+
   // Starts the coordinator for the job this node names.
   void Serve(const std::string& listen);
 
@@ -63,6 +68,7 @@ class NodeZeroRole : public NodeRole {
   std::unique_ptr<HostedCoordinator> coordinator_;
   std::atomic<int> interrupted_{0};  // the signal Interrupt was given
   std::atomic<CoordinatorHandler*> interruptible_{nullptr};
+  std::vector<FailureFacts> failures_;  // of the attempts the policy weighed, oldest first
 };
 
 }  // namespace dlaunch::launcher

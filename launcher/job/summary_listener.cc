@@ -40,8 +40,25 @@ void SummaryListener::OnRanksGone(AttemptResult* result) {
   info_.truncated_logs = result->truncated_logs;
 }
 
-void SummaryListener::OnRestart(const Membership&, const std::string& how, const AttemptReport&) {
+namespace {
+
+std::optional<rundir::SummaryDecision> DecisionOf(const AttemptReport& report) {
+  if (!report.restart_decision) return std::nullopt;
+  const AppliedDecision& a = *report.restart_decision;
+  return rundir::SummaryDecision{RestartPolicyName(a.policy),
+                                 RestartActionName(a.decision.action),
+                                 a.decision.rule,
+                                 a.decision.node,
+                                 a.decision.reason,
+                                 a.acted};
+}
+
+}  // namespace
+
+void SummaryListener::OnRestart(const Membership&, const std::string& how,
+                                const AttemptReport& ended) {
   current()->next = how;
+  current()->decision = DecisionOf(ended);
 }
 
 void SummaryListener::EndAttempt(AttemptReport* report) {
@@ -56,10 +73,11 @@ void SummaryListener::EndAttempt(AttemptReport* report) {
   report->summary_path = file_.written_path();
 }
 
-void SummaryListener::EndJob(const AttemptReport& report) {
-  info_.exit_code = current()->exit_code = report.exit_code;
-  info_.error = current()->error = report.error;
-  file_.Write(info_, report.result.ranks);
+void SummaryListener::OnJobEnd(const AttemptReport& last) {
+  info_.exit_code = current()->exit_code = last.exit_code;
+  info_.error = current()->error = last.error;
+  current()->decision = DecisionOf(last);
+  file_.Write(info_, last.result.ranks);
 }
 
 }  // namespace dlaunch::launcher

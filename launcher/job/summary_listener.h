@@ -30,8 +30,9 @@ class SummaryListener : public AttemptListener {
   // The attempt's end: its record and the job's verdict as `report` says, written; the report
   // gets where it went. Blocks for the write and its fsync; never throws.
   void EndAttempt(AttemptReport* report);
-  // The job's end: the verdict as the last decision left it (an interrupted rendezvous), written.
-  void EndJob(const AttemptReport& report);
+  // The job's end: the verdict as the last decision left it (an interrupted rendezvous), and the
+  // restart policy's decision, written.
+  void OnJobEnd(const AttemptReport& last) override;
   // The record of the attempt that runs or just ended: its folder once it is put away.
   AttemptRecord* current() { return &info_.attempts.back(); }
   const std::vector<AttemptRecord>& attempts() const { return info_.attempts; }

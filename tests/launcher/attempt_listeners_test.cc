@@ -53,10 +53,11 @@ std::vector<rundir::JobEvent> Events(const std::string& path) {
 }
 
 std::string Brief(const rundir::JobEvent& e) {
-  const char* kind = e.kind == rundir::JobEventKind::kRankStart  ? "start"
-                     : e.kind == rundir::JobEventKind::kRankExit ? "exit"
-                     : e.kind == rundir::JobEventKind::kRestart  ? "restart"
-                                                                 : "other";
+  const char* kind = e.kind == rundir::JobEventKind::kRankStart         ? "start"
+                     : e.kind == rundir::JobEventKind::kRankExit        ? "exit"
+                     : e.kind == rundir::JobEventKind::kRestart         ? "restart"
+                     : e.kind == rundir::JobEventKind::kRestartDecision ? "decision"
+                                                                        : "other";
   return std::string(kind) + ":" + std::to_string(e.rank) + "@" + std::to_string(e.attempt);
 }
 
@@ -103,6 +104,8 @@ TEST(AttemptListenersTest, EventsSayEachRankStartAndExitOnceAndTheRestartsReason
   listeners.RanksGone(&now);
   AttemptReport ended;
   ended.error = "rank 0 failed: exit code 7";
+  ended.restart_decision = ApplyRestartPolicy(
+      RestartPolicy::kObserve, RestartDecision{RestartAction::kStop, "deterministic", -1, "x"});
   Membership next;
   next.attempt = 1;
   listeners.Restart(next, "restart", ended);
@@ -114,12 +117,13 @@ TEST(AttemptListenersTest, EventsSayEachRankStartAndExitOnceAndTheRestartsReason
   for (const auto& e : lines) said.push_back(Brief(e));
   // One change may start a rank and end another: each rank's events come in rank order.
   EXPECT_EQ(said, (std::vector<std::string>{"start:0@0", "exit:0@0", "start:1@0", "exit:1@0",
-                                            "restart:-1@1", "start:0@1", "exit:0@1", "start:1@1",
-                                            "exit:1@1"}));
-  ASSERT_EQ(lines.size(), 9u);
+                                            "decision:-1@0", "restart:-1@1", "start:0@1",
+                                            "exit:0@1", "start:1@1", "exit:1@1"}));
+  ASSERT_EQ(lines.size(), 10u);
   EXPECT_EQ(lines[1].exit_code, 7);
   EXPECT_EQ(lines[3].signal, "SIGKILL");
-  EXPECT_EQ(lines[4].message, "restart after: rank 0 failed: exit code 7");
+  EXPECT_EQ(lines[4].message, "restart policy observe: would stop (deterministic): x; restarting");
+  EXPECT_EQ(lines[5].message, "restart after: rank 0 failed: exit code 7");
   EXPECT_EQ(lines[0].host, "hostA");
   EXPECT_EQ(lines[0].pid, 100);
 }
@@ -176,9 +180,22 @@ TEST(AttemptListenersTest, TheSummarySaysTheAttemptAsItRunsAndAsItEnded) {
 
   report.exit_code = 130;  // interrupted while the next rendezvous waited
   report.error = "interrupted by SIGINT";
-  summary.EndJob(report);
+  summary.OnJobEnd(report);
   EXPECT_EQ(read().exit_code, 130);
   EXPECT_EQ(summary.attempts().back().exit_code, 130);
+  EXPECT_FALSE(read().attempts.back().decision.has_value());
+
+  // The restart policy's stop is the last attempt's decision, as written.
+  report.restart_decision = ApplyRestartPolicy(
+      RestartPolicy::kAuto, RestartDecision{RestartAction::kStop, "deterministic", -1, "twice"});
+  summary.OnJobEnd(report);
+  const std::optional<rundir::SummaryDecision> d = read().attempts.back().decision;
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->policy, "auto");
+  EXPECT_EQ(d->action, "stop");
+  EXPECT_EQ(d->rule, "deterministic");
+  EXPECT_EQ(d->reason, "twice");
+  EXPECT_TRUE(d->acted);
 }
 
 TEST(AttemptListenersTest, LeftoversGoOnceTheRanksAreGoneAndAnErrorFileIsKept) {
