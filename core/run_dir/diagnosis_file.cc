@@ -102,6 +102,10 @@ json DiagnosisToJson(const Diagnosis& d) {
           {"count", d.count},
           {"bytes", d.bytes},
           {"mismatch_type", MismatchKindName(d.mismatch)},
+          {"pg", d.pg},
+          {"pg_desc", d.pg_desc},
+          {"pg_ranks", d.pg_ranks},
+          {"pg_seq", d.pg_seq},
           {"entered_ranks", d.entered_ranks},
           {"missing_ranks", d.missing_ranks},
           {"ranks", ranks},
@@ -130,6 +134,10 @@ Diagnosis DiagnosisFromJson(const json& j) {
   d.count = GetInt(j, "count", -1);
   d.bytes = GetInt(j, "bytes", -1);
   d.mismatch = ParseMismatchKind(GetString(j, "mismatch_type"));
+  d.pg = GetString(j, "pg");
+  d.pg_desc = GetString(j, "pg_desc");
+  d.pg_ranks = detail::GetInts(j, "pg_ranks", 0, kMaxRanksInt);
+  d.pg_seq = GetInt(j, "pg_seq", -1);
   d.entered_ranks = detail::GetInts(j, "entered_ranks", 0, kMaxRanksInt);
   d.missing_ranks = detail::GetInts(j, "missing_ranks", 0, kMaxRanksInt);
   d.details = detail::GetStrings(j, "details");

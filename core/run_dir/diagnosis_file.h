@@ -111,6 +111,13 @@ struct Diagnosis {
   int64_t count = -1;
   int64_t bytes = -1;
   MismatchKind mismatch = MismatchKind::kNone;
+  // A hang matched in one process group of several (a data- x tensor-parallel mesh): the group of
+  // the waiting rank's call, its members, and the call's index among the group's calls; `seq` is
+  // the waiting rank's own. "", [] and -1 when ranks were matched by seq.
+  std::string pg;
+  std::string pg_desc;  // torch's description of the group ("mesh_tp"), "" when none
+  std::vector<int> pg_ranks;
+  int64_t pg_seq = -1;
   std::vector<int> entered_ranks;
   std::vector<int> missing_ranks;  // never entered `seq`
   std::vector<RankDiagnosis> ranks;
