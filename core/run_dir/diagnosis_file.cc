@@ -73,6 +73,7 @@ json DiagnosisToJson(const Diagnosis& d) {
                  {"state", r.StateText()},
                  {"last_completed_seq", r.last_completed_seq},
                  {"last_started_seq", r.last_started_seq},
+                 {"progress_from", r.progress_from},
                  {"waiting_ms", r.waiting_ms},
                  {"phase", r.phase},
                  {"phase_for_ms", r.phase_for_ms},
@@ -174,6 +175,7 @@ Diagnosis DiagnosisFromJson(const json& j) {
                  (comma != std::string::npos && state.substr(comma + 1) == "stopped");
     rd.last_completed_seq = GetInt(r, "last_completed_seq", -1);
     rd.last_started_seq = GetInt(r, "last_started_seq", -1);
+    rd.progress_from = GetString(r, "progress_from");
     rd.waiting_ms = GetInt(r, "waiting_ms", -1);
     rd.phase = GetString(r, "phase");
     rd.phase_for_ms = GetInt(r, "phase_for_ms", -1);

@@ -68,6 +68,9 @@ struct RankDiagnosis : MemoryFigures {
   bool stopped = false;
   int64_t last_completed_seq = -1;
   int64_t last_started_seq = -1;
+  // Which evidence gave last_completed_seq, live and offline alike: heartbeat | flight_tail |
+  // flight (flight.json); "" when none did.
+  std::string progress_from;
   int64_t waiting_ms = -1;  // time inside the collective at `Diagnosis::seq`, -1 when not in it
   std::string phase;
   int64_t phase_for_ms = -1;

@@ -78,7 +78,10 @@ GroupCollective FrontierGroup(const std::vector<RankFacts>& facts, int64_t seq) 
 std::vector<GroupWait> CrossGroupDeadlock(const std::vector<RankFacts>& facts) {
   std::map<int, const FlightEntry*> waits;
   for (const RankFacts& r : facts) {
-    if (!r.flight || r.exited || r.unresponsive()) continue;
+    // A rank the launcher tore down, or whose own watchdog ended it, was still waiting where its
+    // record ends: offline reads the same deadlock a live diagnosis saw.
+    const bool ended_waiting = r.torn_down || r.watchdog_exit;
+    if (!r.flight || (r.exited && !ended_waiting) || r.unresponsive()) continue;
     for (const FlightEntry& e : r.flight->entries) {
       if (rundir::IsPointToPoint(e.op) || e.pg.empty() || e.pg_seq < 0) continue;
       if (e.state != rundir::OpState::kCompleted) {

@@ -59,6 +59,18 @@ std::string DescribeFailure(const RankFailure& f) {
   return what;
 }
 
+// "its last heartbeat", "its flight tail", "its flight.json": where its progress was read.
+std::string ProgressWords(ProgressSource source) {
+  switch (source) {
+    case ProgressSource::kFlightTail:
+      return "its flight tail";
+    case ProgressSource::kFlightJson:
+      return "its flight.json";
+    default:
+      return "its last heartbeat";
+  }
+}
+
 // "did not answer the dump request, no heartbeat for 31 s, process T (stopped)".
 std::string UnresponsiveWhy(const RankFacts& v) {
   std::string why;
@@ -265,7 +277,7 @@ class Renderer {
       case CulpritReason::kUnresponsive:
         why = UnresponsiveWhy(v);
         if (v_.stale.count(rank)) {
-          why += " (its last heartbeat: " +
+          why += " (" + ProgressWords(v.progress_from) + ": " +
                  (v.last_completed < 0 ? std::string("no collective completed yet")
                                        : "completed #" + std::to_string(v.last_completed)) +
                  ")";
@@ -402,6 +414,7 @@ class Renderer {
     rd.stopped = place.stopped;
     rd.last_completed_seq = v.last_completed;
     rd.last_started_seq = v.last_started;
+    rd.progress_from = ProgressSourceName(v.progress_from);
     rd.phase = v.phase;
     rd.phase_for_ms =
         (v.phase_since_ms > 0 && v.ref_ms >= v.phase_since_ms) ? v.ref_ms - v.phase_since_ms : -1;
@@ -439,7 +452,7 @@ class Renderer {
     } else if (place.state == RankState::kCompleted) {
       line << "completed #" << seq;
     } else if (v_.stale.count(v.rank)) {
-      line << "not responding (below: its last heartbeat)";
+      line << "not responding (below: " << ProgressWords(v.progress_from) << ")";
     } else if (std::find(v_.outside.begin(), v_.outside.end(), v.rank) != v_.outside.end() &&
                place.state == RankState::kRunning) {
       line << "not in " << GroupText(v_.group);
