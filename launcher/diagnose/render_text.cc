@@ -405,6 +405,25 @@ class Renderer {
                    rundir::FileName(RankFiles(0).stacks());
   }
 
+  // How `v` ended ("exited with code 1", "lost with node 1 (host)"); "" while it runs.
+  static std::string Ending(const RankFacts& v) {
+    std::string ending;
+    if (v.lost_node >= 0) {
+      ending = "lost with " + v.lost_node_label;
+      if (v.failed()) ending += " (before that it " + DescribeFailure(v.failure) + ")";
+    } else if (v.failed()) {
+      ending = DescribeFailure(v.failure);
+    } else if (v.exited) {
+      ending = v.signal ? "killed by " + SignalName(v.signal)
+                        : "exited with code " + std::to_string(v.exit_code);
+      if (v.watchdog_exit && !v.signal) ending += " (its collective watchdog fired)";
+      if (v.torn_down) ending += " (torn down by the launcher)";
+    } else if (v.vanished) {
+      ending = "not running; the launcher died before recording its exit";
+    }
+    return ending;
+  }
+
   RankDiagnosis RankLine(const RankFacts& v, bool culprit) const {
     const RankPlace& place = v_.places[v.rank];
     RankDiagnosis rd;
@@ -427,21 +446,7 @@ class Renderer {
     rd.nccl_warnings = v.nccl_warnings;
     rd.waiting_ms = place.waiting_ms;
     const int64_t seq = d_.seq;
-
-    std::string ending;
-    if (v.lost_node >= 0) {
-      ending = "lost with " + v.lost_node_label;
-      if (v.failed()) ending += " (before that it " + DescribeFailure(v.failure) + ")";
-    } else if (v.failed()) {
-      ending = DescribeFailure(v.failure);
-    } else if (v.exited) {
-      ending = v.signal ? "killed by " + SignalName(v.signal)
-                        : "exited with code " + std::to_string(v.exit_code);
-      if (v.watchdog_exit && !v.signal) ending += " (its collective watchdog fired)";
-      if (v.torn_down) ending += " (torn down by the launcher)";
-    } else if (v.vanished) {
-      ending = "not running; the launcher died before recording its exit";
-    }
+    std::string ending = Ending(v);
     std::ostringstream line;
     line << "rank " << v.rank << (culprit ? " [culprit]" : "") << ": ";
     if (place.state == RankState::kWaiting) {
