@@ -73,6 +73,7 @@ json DiagnosisToJson(const Diagnosis& d) {
                  {"state", r.StateText()},
                  {"last_completed_seq", r.last_completed_seq},
                  {"last_started_seq", r.last_started_seq},
+                 {"progress_from", r.progress_from},
                  {"waiting_ms", r.waiting_ms},
                  {"phase", r.phase},
                  {"phase_for_ms", r.phase_for_ms},
@@ -102,6 +103,10 @@ json DiagnosisToJson(const Diagnosis& d) {
           {"count", d.count},
           {"bytes", d.bytes},
           {"mismatch_type", MismatchKindName(d.mismatch)},
+          {"pg", d.pg},
+          {"pg_desc", d.pg_desc},
+          {"pg_ranks", d.pg_ranks},
+          {"pg_seq", d.pg_seq},
           {"entered_ranks", d.entered_ranks},
           {"missing_ranks", d.missing_ranks},
           {"ranks", ranks},
@@ -130,6 +135,10 @@ Diagnosis DiagnosisFromJson(const json& j) {
   d.count = GetInt(j, "count", -1);
   d.bytes = GetInt(j, "bytes", -1);
   d.mismatch = ParseMismatchKind(GetString(j, "mismatch_type"));
+  d.pg = GetString(j, "pg");
+  d.pg_desc = GetString(j, "pg_desc");
+  d.pg_ranks = detail::GetInts(j, "pg_ranks", 0, kMaxRanksInt);
+  d.pg_seq = GetInt(j, "pg_seq", -1);
   d.entered_ranks = detail::GetInts(j, "entered_ranks", 0, kMaxRanksInt);
   d.missing_ranks = detail::GetInts(j, "missing_ranks", 0, kMaxRanksInt);
   d.details = detail::GetStrings(j, "details");
@@ -166,6 +175,7 @@ Diagnosis DiagnosisFromJson(const json& j) {
                  (comma != std::string::npos && state.substr(comma + 1) == "stopped");
     rd.last_completed_seq = GetInt(r, "last_completed_seq", -1);
     rd.last_started_seq = GetInt(r, "last_started_seq", -1);
+    rd.progress_from = GetString(r, "progress_from");
     rd.waiting_ms = GetInt(r, "waiting_ms", -1);
     rd.phase = GetString(r, "phase");
     rd.phase_for_ms = GetInt(r, "phase_for_ms", -1);

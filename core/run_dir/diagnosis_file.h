@@ -68,6 +68,9 @@ struct RankDiagnosis : MemoryFigures {
   bool stopped = false;
   int64_t last_completed_seq = -1;
   int64_t last_started_seq = -1;
+  // Which evidence gave last_completed_seq, live and offline alike: heartbeat | flight_tail |
+  // flight (flight.json); "" when none did.
+  std::string progress_from;
   int64_t waiting_ms = -1;  // time inside the collective at `Diagnosis::seq`, -1 when not in it
   std::string phase;
   int64_t phase_for_ms = -1;
@@ -111,6 +114,13 @@ struct Diagnosis {
   int64_t count = -1;
   int64_t bytes = -1;
   MismatchKind mismatch = MismatchKind::kNone;
+  // A hang matched in one process group of several (a data- x tensor-parallel mesh): the group of
+  // the waiting rank's call, its members, and the call's index among the group's calls; `seq` is
+  // the waiting rank's own. "", [] and -1 when ranks were matched by seq.
+  std::string pg;
+  std::string pg_desc;  // torch's description of the group ("mesh_tp"), "" when none
+  std::vector<int> pg_ranks;
+  int64_t pg_seq = -1;
   std::vector<int> entered_ranks;
   std::vector<int> missing_ranks;  // never entered `seq`
   std::vector<RankDiagnosis> ranks;

@@ -160,9 +160,12 @@ void ReadProcessGroups(const element& groups, std::map<std::string, ProcessGroup
     ProcessGroupInfo& info = (*out)[std::string(field.key)];
     info.ranks.clear();
     info.backend.clear();
+    info.desc.clear();
     for (const simdjson::dom::key_value_pair& member : g) {
       if (member.key == "backend") {
         info.backend = String(&member.value);
+      } else if (member.key == "desc") {
+        info.desc = String(&member.value);
       } else if (member.key == "ranks") {
         info.ranks.clear();
         simdjson::dom::array ranks;

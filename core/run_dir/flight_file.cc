@@ -29,6 +29,7 @@ void ReadProcessGroups(const json& doc, std::map<std::string, ProcessGroupInfo>*
     ProcessGroupInfo& info = (*out)[name];
     info.ranks = detail::GetInts(g, "ranks", 0, kMaxRanks);
     info.backend = GetString(g, "backend");
+    info.desc = GetString(g, "desc");
   }
 }
 
@@ -117,6 +118,7 @@ std::string FlightToJson(const FlightDump& dump) {
     json groups = json::object();
     for (const auto& [name, g] : dump.process_groups) {
       groups[name] = {{"ranks", g.ranks}, {"backend", g.backend}};
+      if (!g.desc.empty()) groups[name]["desc"] = g.desc;
     }
     doc["process_groups"] = std::move(groups);
   }

@@ -58,6 +58,7 @@ struct FlightEntry {
 struct ProcessGroupInfo {
   std::vector<int> ranks;  // global ranks, in group-rank order
   std::string backend;
+  std::string desc;  // torch's description of it ("mesh_tp", "default_pg"); "" when it has none
 };
 
 struct FlightDump {

@@ -71,6 +71,8 @@ RankFiles ReadRankFiles(const RankDir& dir, int rank, std::vector<std::string>* 
   if (ReadHeartbeat(dir.heartbeat(), RankFileLabel(rank, dir.heartbeat()), &beat, &ignored) ==
       FileState::kOk) {
     files.heartbeat_unix_ms = beat.unix_ms;
+    files.heartbeat_last_completed_seq = beat.last_completed_seq;
+    files.heartbeat_last_started_seq = beat.last_started_seq;
   }
   return files;
 }

@@ -42,6 +42,14 @@ struct RankFiles {
   // heartbeat.json's unix_ms (Python ranks' agent): the rank was alive then; 0 when absent. Only
   // times written inside the files count, never the files' own times (a copy resets those).
   int64_t heartbeat_unix_ms = 0;
+  // Its collective seqs then (-1 when absent): the same evidence a live diagnosis reads from the
+  // rank's heartbeats, so that offline trusts what live trusts.
+  int64_t heartbeat_last_completed_seq = -1;
+  int64_t heartbeat_last_started_seq = -1;
+  // The seqs of the flight entries flight_tail.jsonl gave (merged over flight.json's by
+  // diagnosis); -1 when it gave none.
+  int64_t tail_first_seq = -1;
+  int64_t tail_last_seq = -1;
 };
 
 struct RunFiles {

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/exit_codes.h"
+#include "launcher/diagnose/group_match.h"
 #include "launcher/diagnose/mismatch_finder.h"
 
 namespace dlaunch::launcher {
@@ -85,11 +86,13 @@ class Inference {
       any_progress_ = true;
     }
     v_.frontier = any_progress_ ? min_completed + 1 : -1;
+    v_.group = FrontierGroup(f_, v_.frontier);
     for (const RankFacts& r : f_) {
       if (!r.has_progress) {
         v_.unknown.push_back(r.rank);
         continue;
       }
+      if (v_.group.matched() && PlaceInGroup(r)) continue;
       const FlightEntry* e = r.flight ? r.flight->Find(v_.frontier) : nullptr;
       if (e) frontier_entries_[r.rank] = e;
       if (e || r.last_started >= v_.frontier) {
@@ -100,6 +103,44 @@ class Inference {
         v_.stale.insert(r.rank);
       }
     }
+  }
+
+  // Places `r` by its call at the group's pg_seq (group_match.h); false for a member without a
+  // flight record, placed by seq instead.
+  bool PlaceInGroup(const RankFacts& r) {
+    const GroupStanding s = StandingIn(r, v_.group);
+    switch (s.place) {
+      case GroupPlace::kOutside:
+        v_.outside.push_back(r.rank);
+        return true;
+      case GroupPlace::kUnknown:
+        return false;
+      case GroupPlace::kDone:
+        done_in_group_.insert(r.rank);
+        [[fallthrough]];
+      case GroupPlace::kEntered:
+        if (s.entry) frontier_entries_[r.rank] = s.entry;
+        v_.entered.push_back(r.rank);
+        return true;
+      case GroupPlace::kBefore:
+        break;
+    }
+    if (!r.unresponsive() || s.last_pg_seq >= v_.group.pg_seq - 1) {
+      v_.missing.push_back(r.rank);
+    } else {
+      v_.stale.insert(r.rank);
+    }
+    return true;
+  }
+
+  // Whether `rank` got through the frontier collective: by the group's pg_seq where it was
+  // matched in a group (a member without a record there by seq), else by seq.
+  bool CompletedFrontier(int rank) const {
+    if (v_.group.matched() && Contains(v_.outside, rank)) return false;
+    if (v_.group.matched() && (done_in_group_.count(rank) || frontier_entries_.count(rank))) {
+      return done_in_group_.count(rank) > 0;
+    }
+    return f_[rank].last_completed >= v_.frontier;
   }
 
   // The first observed failure; a rank's own failure beats another's "peer gone" error, whatever
@@ -177,13 +218,22 @@ class Inference {
     return true;
   }
 
+  // `r`'s call at `seq`; at the frontier matched in a group, its call at the group's pg_seq.
+  const FlightEntry* EntryAt(const RankFacts& r, int64_t seq) const {
+    if (v_.group.matched() && seq == v_.frontier) {
+      auto it = frontier_entries_.find(r.rank);
+      return it == frontier_entries_.end() ? nullptr : it->second;
+    }
+    return r.flight ? r.flight->Find(seq) : nullptr;
+  }
+
   void SetCollective(const FlightEntry& e) { v_.collective = {e.op, e.dtype, e.count, e.bytes}; }
 
   // Op, dtype and size of collective `seq` as most ranks recorded it, else the heartbeat's op.
   void FillCollective(int64_t seq) {
     std::map<Signature, std::pair<int, const FlightEntry*>> votes;
     for (const RankFacts& r : f_) {
-      if (const FlightEntry* e = r.flight ? r.flight->Find(seq) : nullptr) {
+      if (const FlightEntry* e = EntryAt(r, seq)) {
         auto& vote = votes[SignatureOf(*e)];
         if (vote.first++ == 0) vote.second = e;
       }
@@ -274,7 +324,7 @@ class Inference {
     bool someone_done = false;
     for (int e : v_.entered) {
       const RankFacts& r = f_[e];
-      if (r.last_completed >= v_.frontier) {
+      if (CompletedFrontier(e)) {
         someone_done = true;
       } else if (!r.exited || r.torn_down) {
         behind.push_back(e);
@@ -318,7 +368,8 @@ class Inference {
     // A rank that is gone while the others wait cannot ever join them.
     for (const RankFacts& r : f_) {
       const bool consequence = r.torn_down || (r.record->summary && r.watchdog_exit);
-      if (r.exited && !consequence && r.has_progress && r.last_completed < v_.frontier) {
+      if (r.exited && !consequence && r.has_progress && !CompletedFrontier(r.rank) &&
+          !Contains(v_.outside, r.rank)) {
         culprits.push_back(r.rank);
       }
     }
@@ -351,65 +402,18 @@ class Inference {
     return culprits;
   }
 
-  // The oldest unfinished collective of every rank still there, when some wait in one process
-  // group's collective that a peer waiting in another group's has not called (and the reverse):
-  // each waits for the other, so none can go on; they call the groups in different orders.
-  std::vector<GroupWait> CrossGroupDeadlock() const {
-    std::map<int, const FlightEntry*> waits;
-    for (const RankFacts& r : f_) {
-      if (!r.flight || r.exited || r.unresponsive()) continue;
-      for (const FlightEntry& e : r.flight->entries) {
-        if (rundir::IsPointToPoint(e.op) || e.pg.empty() || e.pg_seq < 0) continue;
-        if (e.state != rundir::OpState::kCompleted) {
-          waits[r.rank] = &e;
-          break;
-        }
-      }
-    }
-    auto called = [&](int rank, const FlightEntry& w) {
-      for (const FlightEntry& e : f_[rank].flight->entries) {
-        if (e.pg == w.pg && e.pg_seq >= w.pg_seq) return true;
-      }
-      return false;
-    };
-    // Whether `rank` is in the group of `waiter`'s call `w`, as the waiter's dump lists its
-    // groups (a member when it lists none): a rank outside a group never calls it.
-    auto member = [&](int rank, int waiter, const FlightEntry& w) {
-      const auto& groups = f_[waiter].flight->process_groups;
-      const auto it = groups.find(w.pg);
-      return it == groups.end() || Contains(it->second.ranks, rank);
-    };
-    std::set<int> locked;
-    for (const auto& [a, wa] : waits) {
-      for (const auto& [b, wb] : waits) {
-        if (a < b && wa->pg != wb->pg && member(b, a, *wa) && member(a, b, *wb) &&
-            !called(b, *wa) && !called(a, *wb)) {
-          locked.insert({a, b});
-        }
-      }
-    }
-    std::vector<GroupWait> out;
-    for (int r : locked) {
-      const FlightEntry& w = *waits.at(r);
-      out.push_back({r, w.pg, w.pg_seq, w.seq, w.op, w.call_site});
-    }
-    return out;
-  }
-
   void HungAtCollective() {
     v_.kind = DiagnosisKind::kHang;
     v_.seq = v_.frontier;
     FillCollective(v_.frontier);
-    v_.deadlock = CrossGroupDeadlock();
+    v_.deadlock = CrossGroupDeadlock(f_);
     if (!v_.deadlock.empty()) {
       v_.hang_kind = HangKind::kInCollective;
       for (const GroupWait& w : v_.deadlock) {
         v_.culprits.push_back(w.rank);
         v_.culprit_reasons[w.rank] = CulpritReason::kUnstated;
       }
-      for (int e : v_.entered) {
-        (f_[e].last_completed >= v_.frontier ? v_.done : v_.waiting).push_back(e);
-      }
+      for (int e : v_.entered) (CompletedFrontier(e) ? v_.done : v_.waiting).push_back(e);
       return;
     }
     CulpritReason reason = CulpritReason::kNeverEntered;
@@ -439,9 +443,7 @@ class Inference {
       return;
     }
     v_.hang_kind = HangKind::kInCollective;
-    for (int e : v_.entered) {
-      (f_[e].last_completed >= v_.frontier ? v_.done : v_.waiting).push_back(e);
-    }
+    for (int e : v_.entered) (CompletedFrontier(e) ? v_.done : v_.waiting).push_back(e);
   }
 
   // Programs without libdlaunch: only output, exits and stacks are known.
@@ -502,6 +504,12 @@ class Inference {
     return odd;
   }
 
+  // Whether `rank` was placed by its group's pg_seq at the collective in question.
+  bool InGroupAtSeq(int rank) const {
+    return v_.group.matched() && v_.seq == v_.frontier &&
+           (Contains(v_.entered, rank) || Contains(v_.missing, rank));
+  }
+
   // Where each rank stood relative to the collective in question comes first; how it ended
   // (failed, exited, torn down) is reported beside it.
   void PlaceRanks() {
@@ -518,7 +526,12 @@ class Inference {
         p.state = RankState::kFailed;
       } else if (v_.stale.count(r.rank)) {
         p.state = r.stopped ? RankState::kStopped : RankState::kUnresponsive;
-      } else if (v_.seq >= 0 && r.has_progress) {
+      } else if (InGroupAtSeq(r.rank)) {
+        p.state = Contains(v_.missing, r.rank) ? RankState::kNeverEntered
+                  : CompletedFrontier(r.rank)  ? RankState::kCompleted
+                                               : RankState::kWaiting;
+        p.stopped = r.stopped;
+      } else if (v_.seq >= 0 && r.has_progress && !Contains(v_.outside, r.rank)) {
         p.state = r.last_completed >= v_.seq ? RankState::kCompleted
                   : r.last_started >= v_.seq ? RankState::kWaiting
                                              : RankState::kNeverEntered;
@@ -543,6 +556,7 @@ class Inference {
   bool any_progress_ = false;
   int root_ = -1;
   std::map<int, const FlightEntry*> frontier_entries_;
+  std::set<int> done_in_group_;  // members past the group's pg_seq
 };
 
 }  // namespace

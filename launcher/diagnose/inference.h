@@ -99,6 +99,17 @@ struct GroupWait {
   std::string op, call_site;
 };
 
+// The process group of the collective in question, where the ranks call more than one group:
+// then ranks line up by that group's pg_seq, since their own seqs count other groups' calls too.
+// Ranks outside the group are not placed relative to it.
+struct GroupCollective {
+  std::string pg;          // "" when ranks were matched by seq (one group, or no group recorded)
+  std::string desc;        // torch's description of it ("mesh_tp"), "" when none was recorded
+  std::vector<int> ranks;  // its members (global ranks)
+  int64_t pg_seq = -1;
+  bool matched() const { return !pg.empty(); }
+};
+
 // Why a rank is a hang culprit, strongest first.
 enum class CulpritReason {
   kNeverEntered,       // missing from the frontier collective
@@ -137,6 +148,10 @@ struct Verdict {
   std::vector<int> entered, missing, unknown;
   std::set<int> stale;  // unresponsive, last heartbeat too old to place
   int64_t frontier = -1;
+  // Hang or failure: the group `frontier` was matched in (the first waiting rank's call at it),
+  // and the ranks outside it, which are in none of entered, missing, stale.
+  GroupCollective group;
+  std::vector<int> outside;
   bool p2p_not_compared = false;  // send/recv without collective_seq: no mismatch check
   Mismatch mismatch;
 

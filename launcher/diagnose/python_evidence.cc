@@ -95,6 +95,8 @@ void MergeFlightTail(const rundir::RankDir& dir, rundir::RankFiles* rank,
                         (unreadable == 1 ? "" : "s") + " skipped");
   }
   if (tail.empty()) return;
+  rank->tail_first_seq = tail.begin()->first;
+  rank->tail_last_seq = tail.rbegin()->first;
   std::map<int64_t, rundir::FlightEntry> merged;
   if (rank->flight_state == rundir::FileState::kOk) {
     for (rundir::FlightEntry& e : rank->flight.entries) merged[e.seq] = std::move(e);

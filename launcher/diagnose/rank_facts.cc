@@ -20,6 +20,15 @@ namespace {
 using rundir::EventKind;
 using rundir::RankStatus;
 
+// A heartbeat's seqs over what the flight records say: the newest wins, the heartbeat on a tie.
+void MergeHeartbeatSeqs(int64_t last_completed, int64_t last_started, RankFacts& v) {
+  if (last_completed >= v.last_completed) {
+    v.last_completed = last_completed;
+    v.progress_from = ProgressSource::kHeartbeat;
+  }
+  v.last_started = std::max({v.last_started, last_started, v.last_completed});
+}
+
 void MergeFlightAndTelemetry(const RankRecord& rec, RankFacts& v) {
   if (rec.flight_state == rundir::FileState::kOk) {
     v.flight = &rec.flight;
@@ -27,6 +36,16 @@ void MergeFlightAndTelemetry(const RankRecord& rec, RankFacts& v) {
     v.last_completed = rec.flight.LastCompletedSeq();
     v.last_started = std::max(v.last_completed, rec.flight.LastStartedSeq());
     v.ref_ms = std::max(v.ref_ms, rec.flight.dumped_unix_ms);
+    const bool from_tail = rec.tail_last_seq >= 0 && v.last_completed >= rec.tail_first_seq &&
+                           v.last_completed <= rec.tail_last_seq;
+    v.progress_from = from_tail ? ProgressSource::kFlightTail : ProgressSource::kFlightJson;
+  }
+  // heartbeat.json, as a live diagnosis has it from the stream (MergeLive): a seq counts as
+  // progress; a heartbeat before any collective does not make a rank without records placeable.
+  if (!rec.live && rec.heartbeat_unix_ms > 0 &&
+      std::max(rec.heartbeat_last_completed_seq, rec.heartbeat_last_started_seq) >= 0) {
+    v.has_progress = true;
+    MergeHeartbeatSeqs(rec.heartbeat_last_completed_seq, rec.heartbeat_last_started_seq, v);
   }
   const auto& telemetry = rec.events.telemetry;
   v.telemetry = &telemetry;
@@ -56,8 +75,7 @@ void MergeLive(const RankRecord& rec, const FactsOptions& options, RankFacts& v)
   v.linked = live.linked;
   if (live.linked) {
     v.has_progress = true;
-    v.last_completed = std::max(v.last_completed, live.status.last_completed_seq);
-    v.last_started = std::max({v.last_started, live.status.last_started_seq, v.last_completed});
+    MergeHeartbeatSeqs(live.status.last_completed_seq, live.status.last_started_seq, v);
     v.current_op = live.status.current_op;
     const std::string live_phase = core::PhaseName(live.status.phase);
     // The telemetry's timestamps are the rank's own; the monitor only sees heartbeats.
@@ -311,6 +329,11 @@ void MarkLostNodes(const RunSnapshot& run, std::vector<RankFacts>& facts) {
     if (v.failure.source == FailureSource::kExit) v.failure = RankFailure{};
     v.failure.bad_exit = false;
   }
+}
+
+const char* ProgressSourceName(ProgressSource source) {
+  constexpr const char* kNames[] = {"", "heartbeat", "flight_tail", "flight"};
+  return kNames[static_cast<int>(source)];
 }
 
 RankFacts GatherFacts(const RankRecord& rec, const FactsOptions& options) {

@@ -40,6 +40,15 @@ struct RankFailure {
   std::string memory_pressure;
 };
 
+// Which evidence gave a rank's last completed seq. Live and offline read the same evidence in the
+// same order of trust: the heartbeat (the rank's own count as it beats: the launcher's stream
+// live, heartbeat.json offline), the flight tail (flight_tail.jsonl, rewritten at every change of
+// an entry), flight.json (written now and then, and on request). The newest seq wins; among
+// sources that say the same, the more trusted one is named.
+enum class ProgressSource { kNone, kHeartbeat, kFlightTail, kFlightJson };
+// "" | heartbeat | flight_tail | flight (diagnosis.json's progress_from)
+const char* ProgressSourceName(ProgressSource source);
+
 // A collective watchdog's claim: at `seq` (nullopt: unsaid) these ranks never joined.
 struct TimeoutClaim {
   std::optional<int64_t> seq;
@@ -58,7 +67,8 @@ struct RankFacts {
   bool has_progress = false;
   int64_t last_completed = -1;
   int64_t last_started = -1;
-  std::string current_op;  // the heartbeat's, live only
+  ProgressSource progress_from = ProgressSource::kNone;  // of last_completed
+  std::string current_op;                                // the heartbeat's, live only
   // This rank's "now": the clock in a live diagnosis; offline the latest time its records hold
   // (flight dump, telemetry, events, error.json, heartbeat.json, summary end), or the run's when
   // no exit of it was recorded (ReferToTheRecordedEnd); never a file's time.

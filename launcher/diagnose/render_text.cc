@@ -1,6 +1,5 @@
-// Just over the house's 600 lines: every text form of a diagnosis (console and diagnosis.txt) is
-// here, so that they stay worded alike; the mismatch wording (MismatchGroup) is the part to move
-// out when it grows again.
+// Every text form of a diagnosis (console and diagnosis.txt) but the mismatch's wording
+// (render_mismatch.h), so that they stay worded alike.
 #include "launcher/diagnose/render_text.h"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "core/base/format.h"
 #include "launcher/diagnose/diagnosis.h"
+#include "launcher/diagnose/render_mismatch.h"
 
 namespace dlaunch::launcher {
 namespace {
@@ -20,18 +20,6 @@ using base::FormatUnixMs;
 using base::NameRanks;
 using base::SignalName;
 
-std::string DescribeCollective(const std::string& op, const std::string& dtype, int64_t count,
-                               int64_t bytes) {
-  std::string out = op.empty() ? "?" : op;
-  if (!dtype.empty()) out += " " + dtype;
-  if (bytes >= 0) {
-    out += " " + FormatBytes(bytes);
-  } else if (count >= 0) {
-    out += " x" + std::to_string(count);
-  }
-  return out;
-}
-
 // "last completed #4", or "no collective completed yet" before the first.
 std::string LastCompleted(int64_t seq) {
   return seq < 0 ? "no collective completed yet" : "last completed #" + std::to_string(seq);
@@ -40,6 +28,12 @@ std::string LastCompleted(int64_t seq) {
 // "the default group", "group 1".
 std::string GroupName(const std::string& pg) {
   return pg == "0" ? "the default group" : "group " + pg;
+}
+
+// "group mesh_tp {2,3}" (torch's description, else the group's name), "the default group".
+std::string GroupText(const GroupCollective& g) {
+  if (g.pg == "0") return GroupName(g.pg);
+  return "group " + (g.desc.empty() ? g.pg : g.desc) + " {" + base::FormatRankList(g.ranks) + "}";
 }
 
 // "exited with code 1", "was killed by SIGKILL (...)", "ran out of memory: ... (exited ...)".
@@ -63,6 +57,18 @@ std::string DescribeFailure(const RankFailure& f) {
   if (!f.message.empty()) what += ": " + f.message;
   if (!exit.empty()) what += " (" + exit + ")";
   return what;
+}
+
+// "its last heartbeat", "its flight tail", "its flight.json": where its progress was read.
+std::string ProgressWords(ProgressSource source) {
+  switch (source) {
+    case ProgressSource::kFlightTail:
+      return "its flight tail";
+    case ProgressSource::kFlightJson:
+      return "its flight.json";
+    default:
+      return "its last heartbeat";
+  }
 }
 
 // "did not answer the dump request, no heartbeat for 31 s, process T (stopped)".
@@ -97,6 +103,12 @@ class Renderer {
     d_.count = v_.collective.count;
     d_.bytes = v_.collective.bytes;
     d_.mismatch = v_.mismatch.kind;
+    if (v_.group.matched() && v_.seq == v_.frontier) {
+      d_.pg = v_.group.pg;
+      d_.pg_desc = v_.group.desc;
+      d_.pg_ranks = v_.group.ranks;
+      d_.pg_seq = v_.group.pg_seq;
+    }
     if (f_.empty()) {
       d_.headline = "INCOMPLETE: the run directory holds no rank data";
       return d_;
@@ -113,7 +125,7 @@ class Renderer {
     }
     switch (v_.kind) {
       case DiagnosisKind::kMismatch:
-        Mismatch();
+        RenderMismatch(v_.mismatch, &d_);
         break;
       case DiagnosisKind::kFailure:
         Failure();
@@ -173,117 +185,6 @@ class Renderer {
       out += " for " + FormatDurationMs(r.ref_ms - r.phase_since_ms);
     }
     return out;
-  }
-
-  void Mismatch() {
-    const auto& m = v_.mismatch;
-    if (m.p2p) return PointToPointMismatch();
-    if (m.by_collective_seq) {
-      d_.details.push_back("compared by collective_seq (point-to-point calls shift seq): #" +
-                           std::to_string(m.seq) + " is collective_seq " +
-                           std::to_string(m.collective_seq) + " on rank " +
-                           std::to_string(m.majority_first_rank));
-    }
-    std::string odd;
-    std::vector<int> majority;
-    for (const MismatchGroup& g : m.groups) {
-      std::string what =
-          DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
-      if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
-      if (g.bytes >= 0) what += " (" + FormatBytes(g.bytes) + ")";
-      d_.details.push_back("  #" + std::to_string(g.seq) + " " + NameRanks(g.ranks) + ": " + what +
-                           (g.call_site.empty() ? "" : " at " + g.call_site));
-      if (g.culprit) {
-        odd += (odd.empty() ? "" : "; ") + NameRanks(g.ranks) + " called " + what;
-      } else {
-        majority = g.ranks;
-      }
-    }
-    if (m.tie == TieBreak::kUndecided) return MismatchTie();
-    d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
-                  rundir::MismatchKindName(m.kind) + "): " + odd + " while " + NameRanks(majority) +
-                  " called " + DescribeCollective(d_.op, d_.dtype, d_.count, -1);
-    if (m.tie == TieBreak::kCallSite) {
-      const SiteHistory& h = m.site;
-      d_.headline += " (a tie, decided by each rank's own earlier calls at " + h.call_site + ": " +
-                     NameRanks(h.changed) + " changed its call there)";
-      d_.details.push_back(
-          "the verdict rests on each rank's own calls at " + h.call_site + ": every rank called " +
-          DescribeCollective(h.before.op, h.before.dtype, h.before.count, -1) +
-          " there last time (#" + std::to_string(h.before_seq) + "); " + NameRanks(h.kept) +
-          " called it again, " + NameRanks(h.changed) + " called something else");
-    } else if (m.tie == TieBreak::kPattern) {
-      const CallPattern& p = m.pattern;
-      std::string expected =
-          DescribeCollective(p.expected.op, p.expected.dtype, p.expected.count, -1) +
-          (p.expected_site.empty() ? "" : " at " + p.expected_site);
-      d_.headline += " (a tie, decided by the calls before it: " + NameRanks(p.broke) +
-                     " broke the pattern at #" + std::to_string(p.diverged_seq) + ")";
-      d_.details.push_back("the verdict rests on the calls before #" +
-                           std::to_string(p.diverged_seq) + ": they repeat every " +
-                           std::to_string(p.period) + " call(s), so " + expected + " came next; " +
-                           NameRanks(p.followed) + " called it, " + NameRanks(p.broke) +
-                           " did not (a skipped, extra or changed call)");
-    } else if (m.tie == TieBreak::kPeerSizeAbort) {
-      // The abort says only which side is larger; no earlier call told the sides apart.
-      d_.details.push_back(
-          "the verdict rests on Gloo's abort of a rank that received more bytes than it posted: "
-          "the ranks split evenly and no earlier call tells them apart, so the side that sent "
-          "more is taken as the wrong one");
-    }
-  }
-
-  // A send whose receive on the peer was posted for another size or dtype: the sender is named.
-  void PointToPointMismatch() {
-    const auto& m = v_.mismatch;
-    const MismatchGroup& s = m.groups[0];
-    const MismatchGroup& r = m.groups[1];
-    auto what = [](const MismatchGroup& g) {
-      std::string out = g.signature.dtype.empty() ? "" : " " + g.signature.dtype;
-      if (g.signature.count >= 0) out += " x" + std::to_string(g.signature.count);
-      return out + (g.bytes >= 0 ? " (" + FormatBytes(g.bytes) + ")" : "");
-    };
-    const std::string sender = std::to_string(s.ranks.front());
-    const std::string receiver = std::to_string(r.ranks.front());
-    d_.headline = "MISMATCH at send/recv (" + std::string(rundir::MismatchKindName(m.kind)) +
-                  "): rank " + sender + " sent" + what(s) + " to rank " + receiver + " (its #" +
-                  std::to_string(s.seq) + ") while rank " + receiver + " received" + what(r) +
-                  " from it (its #" + std::to_string(r.seq) + ")";
-    for (const MismatchGroup* g : {&s, &r}) {
-      d_.details.push_back("  #" + std::to_string(g->seq) + " rank " +
-                           std::to_string(g->ranks.front()) + ": " + g->signature.op + what(*g) +
-                           (g->call_site.empty() ? "" : " at " + g->call_site));
-    }
-    d_.details.push_back("sends and receives are paired in the order each rank called them (" +
-                         std::string(m.pg.empty() ? "" : "process group " + m.pg + ", ") +
-                         "sender " + sender + ", receiver " + receiver +
-                         "): the receiver posted what the exchange calls for, so the sender's "
-                         "size is wrong");
-  }
-
-  // An even split that no evidence breaks: both sides, no culprit.
-  void MismatchTie() {
-    const auto& m = v_.mismatch;
-    // By their lowest rank: "rank 0 called ... while rank 1 called ...".
-    std::vector<const MismatchGroup*> groups;
-    for (const MismatchGroup& g : m.groups) groups.push_back(&g);
-    std::sort(groups.begin(), groups.end(), [](const MismatchGroup* a, const MismatchGroup* b) {
-      return a->ranks.front() < b->ranks.front();
-    });
-    std::string sides;
-    for (const MismatchGroup* group : groups) {
-      const MismatchGroup& g = *group;
-      std::string what =
-          DescribeCollective(g.signature.op, g.signature.dtype, g.signature.count, -1);
-      if (g.signature.root >= 0) what += " root " + std::to_string(g.signature.root);
-      sides += std::string(sides.empty() ? "" : " while ") + NameRanks(g.ranks) + " called " +
-               what + (g.call_site.empty() ? "" : " at " + g.call_site);
-    }
-    d_.headline = "MISMATCH at collective #" + std::to_string(m.seq) + " (" +
-                  rundir::MismatchKindName(m.kind) + "): " + sides + "; " +
-                  (m.kind == MismatchKind::kCollectiveType ? "one of them skipped a call"
-                                                           : "one of them is wrong") +
-                  " (undecided: the ranks split evenly and nothing in the evidence tells which)";
   }
 
   // The job ended because a node went away: its ranks' own records end with it.
@@ -376,7 +277,7 @@ class Renderer {
       case CulpritReason::kUnresponsive:
         why = UnresponsiveWhy(v);
         if (v_.stale.count(rank)) {
-          why += " (its last heartbeat: " +
+          why += " (" + ProgressWords(v.progress_from) + ": " +
                  (v.last_completed < 0 ? std::string("no collective completed yet")
                                        : "completed #" + std::to_string(v.last_completed)) +
                  ")";
@@ -424,7 +325,13 @@ class Renderer {
       return;
     }
     if (!v_.deadlock.empty()) return Deadlock();
-    d_.headline = "HANG at " + CollectiveLabel(v_.frontier) + ": ";
+    // Matched in a process group: its members and its own count, beside the waiting rank's seq.
+    d_.headline = "HANG at " + CollectiveLabel(v_.frontier);
+    if (v_.group.matched()) {
+      d_.headline +=
+          " on " + GroupText(v_.group) + " (pg_seq " + std::to_string(v_.group.pg_seq) + ")";
+    }
+    d_.headline += ": ";
     if (!v_.waiting.empty()) {
       int64_t wait = -1;
       for (int r : v_.waiting) wait = std::max(wait, v_.places[r].waiting_ms);
@@ -498,28 +405,8 @@ class Renderer {
                    rundir::FileName(RankFiles(0).stacks());
   }
 
-  RankDiagnosis RankLine(const RankFacts& v, bool culprit) const {
-    const RankPlace& place = v_.places[v.rank];
-    RankDiagnosis rd;
-    rd.rank = v.rank;
-    rd.culprit = culprit;
-    rd.state = place.state;
-    rd.stopped = place.stopped;
-    rd.last_completed_seq = v.last_completed;
-    rd.last_started_seq = v.last_started;
-    rd.phase = v.phase;
-    rd.phase_for_ms =
-        (v.phase_since_ms > 0 && v.ref_ms >= v.phase_since_ms) ? v.ref_ms - v.phase_since_ms : -1;
-    rd.step = v.step;
-    static_cast<rundir::MemoryFigures&>(rd) = v.memory;
-    rd.exit_code = v.exited ? v.exit_code : -1;
-    rd.signal = v.signal;
-    rd.process_state = v.process_state;
-    rd.stack_top = v.stack.top;
-    rd.nccl_warnings = v.nccl_warnings;
-    rd.waiting_ms = place.waiting_ms;
-    const int64_t seq = d_.seq;
-
+  // How `v` ended ("exited with code 1", "lost with node 1 (host)"); "" while it runs.
+  static std::string Ending(const RankFacts& v) {
     std::string ending;
     if (v.lost_node >= 0) {
       ending = "lost with " + v.lost_node_label;
@@ -534,6 +421,32 @@ class Renderer {
     } else if (v.vanished) {
       ending = "not running; the launcher died before recording its exit";
     }
+    return ending;
+  }
+
+  RankDiagnosis RankLine(const RankFacts& v, bool culprit) const {
+    const RankPlace& place = v_.places[v.rank];
+    RankDiagnosis rd;
+    rd.rank = v.rank;
+    rd.culprit = culprit;
+    rd.state = place.state;
+    rd.stopped = place.stopped;
+    rd.last_completed_seq = v.last_completed;
+    rd.last_started_seq = v.last_started;
+    rd.progress_from = ProgressSourceName(v.progress_from);
+    rd.phase = v.phase;
+    rd.phase_for_ms =
+        (v.phase_since_ms > 0 && v.ref_ms >= v.phase_since_ms) ? v.ref_ms - v.phase_since_ms : -1;
+    rd.step = v.step;
+    static_cast<rundir::MemoryFigures&>(rd) = v.memory;
+    rd.exit_code = v.exited ? v.exit_code : -1;
+    rd.signal = v.signal;
+    rd.process_state = v.process_state;
+    rd.stack_top = v.stack.top;
+    rd.nccl_warnings = v.nccl_warnings;
+    rd.waiting_ms = place.waiting_ms;
+    const int64_t seq = d_.seq;
+    std::string ending = Ending(v);
     std::ostringstream line;
     line << "rank " << v.rank << (culprit ? " [culprit]" : "") << ": ";
     if (place.state == RankState::kWaiting) {
@@ -544,7 +457,10 @@ class Renderer {
     } else if (place.state == RankState::kCompleted) {
       line << "completed #" << seq;
     } else if (v_.stale.count(v.rank)) {
-      line << "not responding (below: its last heartbeat)";
+      line << "not responding (below: " << ProgressWords(v.progress_from) << ")";
+    } else if (std::find(v_.outside.begin(), v_.outside.end(), v.rank) != v_.outside.end() &&
+               place.state == RankState::kRunning) {
+      line << "not in " << GroupText(v_.group);
     } else if (!ending.empty()) {
       line << ending;
       ending.clear();

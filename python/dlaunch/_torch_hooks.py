@@ -133,7 +133,14 @@ class _Hooks:
             backend = str(c10d.get_backend(pg))
         except Exception:
             pass
-        self.rec.process_groups[name] = {"ranks": members, "backend": backend}
+        group = {"ranks": members, "backend": backend}
+        try:  # torch >= 2.3 describes a group ("mesh_tp" for a DeviceMesh dimension)
+            desc = pg.group_desc
+        except Exception:
+            desc = ""
+        if isinstance(desc, str) and desc:
+            group["desc"] = desc
+        self.rec.process_groups[name] = group
         if not self.rec.backend and backend:
             self.rec.backend = backend
         if self.rec.world_size <= 0:

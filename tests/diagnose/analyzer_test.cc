@@ -188,18 +188,30 @@ RankLiveState Live(int rank, int64_t completed, int64_t started, int64_t heartbe
   return live;
 }
 
+// The sigstopped fixture as a live monitor sees it: rank 2 stopped after #4, silent for 31 s and
+// not answering the dump; the others in #5.
+constexpr int64_t kSigstoppedNow = 1764450000000 + 41000;
+
+void SeeRank2StoppedLive(RunSnapshot* run) {
+  const int64_t now = kSigstoppedNow;
+  for (int r = 0; r < 4; ++r) {
+    run->ranks[r].live = r == 2 ? Live(r, 4, 4, now - 31000) : Live(r, 4, 5, now - 100);
+    run->ranks[r].answered_dump = r != 2;
+  }
+  run->ranks[2].process_state = "T (stopped)";
+}
+
+AnalyzeOptions LiveHang() {
+  AnalyzeOptions options;
+  options.now_unix_ms = kSigstoppedNow;
+  options.hang_suspected = true;
+  return options;
+}
+
 TEST(AnalyzerTest, StoppedRankSeenLiveNeverEnteredAndDidNotAnswer) {
   RunSnapshot run = LoadRunDir(FixturePath("sigstopped"));
-  const int64_t now = 1764450000000 + 41000;
-  for (int r = 0; r < 4; ++r) {
-    run.ranks[r].live = r == 2 ? Live(r, 4, 4, now - 31000) : Live(r, 4, 5, now - 100);
-    run.ranks[r].answered_dump = r != 2;
-  }
-  run.ranks[2].process_state = "T (stopped)";
-  AnalyzeOptions options;
-  options.now_unix_ms = now;
-  options.hang_suspected = true;
-  Diagnosis d = Analyze(run, options);
+  SeeRank2StoppedLive(&run);
+  Diagnosis d = Analyze(run, LiveHang());
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);
   EXPECT_THAT(d.culprit_ranks, ElementsAre(2));
   EXPECT_EQ(d.seq, 5);
@@ -207,6 +219,52 @@ TEST(AnalyzerTest, StoppedRankSeenLiveNeverEnteredAndDidNotAnswer) {
   EXPECT_THAT(d.headline, HasSubstr("rank 2 never entered (last completed #4, phase forward"));
   EXPECT_THAT(d.headline, HasSubstr("no heartbeat for 31 s, process T (stopped)"));
   EXPECT_EQ(d.ranks[2].StateText(), "never_entered,stopped");
+}
+
+TEST(AnalyzerTest, LiveAndOfflineReadTheSameEvidenceInTheSameOrderOfTrust) {
+  // Rank 2 was stopped after #4. Its flight.json is an old periodic one (it ends at #1); its
+  // heartbeat says #4: live has that from the heartbeat stream, offline from heartbeat.json.
+  RunSnapshot offline = LoadRunDir(FixturePath("sigstopped"));
+  const int64_t now = kSigstoppedNow;
+  RankRecord& stopped = offline.ranks[2];
+  stopped.flight_state = rundir::FileState::kOk;
+  stopped.flight = offline.ranks[0].flight;
+  stopped.flight.rank = 2;
+  while (stopped.flight.entries.back().seq > 4) stopped.flight.entries.pop_back();
+  std::vector<rundir::FlightEntry> all = stopped.flight.entries;
+  stopped.flight.entries.resize(2);  // #0 and #1
+  stopped.heartbeat_unix_ms = now - 31000;
+  stopped.heartbeat_last_completed_seq = stopped.heartbeat_last_started_seq = 4;
+  RunSnapshot live = offline;
+  SeeRank2StoppedLive(&live);
+  AnalyzeOptions offline_options;
+  offline_options.hang_suspected = true;
+  const Diagnosis a = Analyze(live, LiveHang());
+  const Diagnosis b = Analyze(offline, offline_options);
+  EXPECT_THAT(a.culprit_ranks, ElementsAre(2)) << a.headline;
+  EXPECT_EQ(b.culprit_ranks, a.culprit_ranks) << b.headline;
+  EXPECT_EQ(a.seq, 5);
+  EXPECT_EQ(b.seq, a.seq);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(b.ranks[r].last_completed_seq, a.ranks[r].last_completed_seq) << r;
+  }
+  EXPECT_EQ(a.ranks[2].last_completed_seq, 4);
+  EXPECT_EQ(a.ranks[2].progress_from, "heartbeat");
+  EXPECT_EQ(b.ranks[2].progress_from, "heartbeat");
+  EXPECT_EQ(b.ranks[0].progress_from, "flight");
+  // Without a heartbeat.json the flight tail comes next, then flight.json; each is named.
+  stopped.heartbeat_unix_ms = 0;
+  stopped.flight.entries = all;
+  stopped.tail_first_seq = 2;
+  stopped.tail_last_seq = 4;
+  Diagnosis c = Analyze(offline, offline_options);
+  EXPECT_EQ(c.ranks[2].last_completed_seq, 4);
+  EXPECT_EQ(c.ranks[2].progress_from, "flight_tail");
+  stopped.flight.entries.resize(2);
+  stopped.tail_first_seq = stopped.tail_last_seq = -1;
+  c = Analyze(offline, offline_options);
+  EXPECT_EQ(c.ranks[2].last_completed_seq, 1);
+  EXPECT_EQ(c.ranks[2].progress_from, "flight");
 }
 
 TEST(AnalyzerTest, StoppedInsideTheCollectiveIsFoundByItsSilence) {

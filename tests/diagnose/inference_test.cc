@@ -184,16 +184,97 @@ TEST(InferenceTest, WaitsInGroupsAPeerIsNotInAreNoDeadlock) {
               {"allreduce", "m.py:1 f", done, "2"},
               {"allreduce", "m.py:2 f", kStarted, "4"}});
   for (RankRecord& r : b.run_.ranks) {
-    r.flight.process_groups = {{"0", {{0, 1, 2, 3}, "gloo"}},
-                               {"1", {{0, 1}, "gloo"}},
-                               {"2", {{2, 3}, "gloo"}},
-                               {"3", {{0, 2}, "gloo"}},
-                               {"4", {{1, 3}, "gloo"}}};
+    r.flight.process_groups = {{"0", {{0, 1, 2, 3}, "gloo", ""}},
+                               {"1", {{0, 1}, "gloo", ""}},
+                               {"2", {{2, 3}, "gloo", ""}},
+                               {"3", {{0, 2}, "gloo", ""}},
+                               {"4", {{1, 3}, "gloo", ""}}};
   }
   Diagnosis d = b.Analyze(true);
   EXPECT_EQ(d.kind, DiagnosisKind::kHang);
   EXPECT_THAT(d.headline, Not(HasSubstr("deadlock"))) << d.headline;
   EXPECT_THAT(d.culprit_ranks, ElementsAre(1)) << d.headline;
+}
+
+// A data- x tensor-parallel 2x2 mesh: tp groups 1 = {0,1} and 2 = {2,3}, dp groups 3 = {0,2} and
+// 4 = {1,3}. Every rank calls a barrier on the default group, then per step a tp all_reduce of
+// 8 KiB and a dp one of 4 KiB. Rank `stopped` is SIGSTOPped before its tp call of step 3: its tp
+// peer waits there (its #7, the group's pg_seq 3); the other pair completed their own #7, a call
+// of the other tp group, and wait in dp calls. With `local_names` each rank names its own groups
+// "1" (tp) and "2" (dp) and lists only those, as ranks that create only their own groups do.
+RunBuilder Mesh2x2(int stopped, bool local_names = false) {
+  const rundir::OpState done = rundir::OpState::kCompleted;
+  RunBuilder b(4);
+  for (int r = 0; r < 4; ++r) {
+    std::string tp = r < 2 ? "1" : "2", dp = r % 2 == 0 ? "3" : "4";
+    if (local_names) tp = "1", dp = "2";
+    const bool same_pair = r / 2 == stopped / 2;
+    std::vector<Call> calls = {{"barrier", "m.py:5 <module>"}};
+    for (int step = 0; step < 3; ++step) {
+      calls.push_back({"allreduce", "m.py:9 step", done, tp, 2048});
+      calls.push_back({"allreduce", "m.py:10 step", done, dp, 1024});
+    }
+    if (r != stopped)
+      calls.push_back({"allreduce", "m.py:9 step", same_pair ? kStarted : done, tp, 2048});
+    if (!same_pair) calls.push_back({"allreduce", "m.py:10 step", kStarted, dp, 1024});
+    b.Calls(r, calls);
+    for (rundir::FlightEntry& e : b.run_.ranks[r].flight.entries) e.bytes = e.count * 4;
+    b.run_.ranks[r].flight.process_groups = {{"0", {{0, 1, 2, 3}, "gloo", "default_pg"}},
+                                             {"1", {{0, 1}, "gloo", "mesh_tp"}},
+                                             {"2", {{2, 3}, "gloo", "mesh_tp"}},
+                                             {"3", {{0, 2}, "gloo", "mesh_dp"}},
+                                             {"4", {{1, 3}, "gloo", "mesh_dp"}}};
+    if (local_names) {
+      b.run_.ranks[r].flight.process_groups = {
+          {"1", {{r / 2 * 2, r / 2 * 2 + 1}, "gloo", "mesh_tp"}},
+          {"2", {{r % 2, r % 2 + 2}, "gloo", "mesh_dp"}}};
+    }
+  }
+  b.run_.ranks[stopped].process_state = "T (stopped)";
+  return b;
+}
+
+TEST(InferenceTest, AHangInAMeshIsMatchedInTheWaitingRanksGroupByItsSeq) {
+  for (int stopped = 0; stopped < 4; ++stopped) {
+    SCOPED_TRACE("rank " + std::to_string(stopped) + " stopped");
+    const int peer = stopped ^ 1;
+    const std::vector<int> group = {std::min(stopped, peer), std::max(stopped, peer)};
+    const std::string members = std::to_string(group[0]) + "," + std::to_string(group[1]);
+    Diagnosis d = Mesh2x2(stopped).Analyze(true);
+    EXPECT_EQ(d.kind, DiagnosisKind::kHang);
+    EXPECT_THAT(d.culprit_ranks, ElementsAre(stopped)) << d.headline;
+    EXPECT_EQ(d.seq, 7);
+    EXPECT_EQ(d.bytes, 8192);
+    EXPECT_EQ(d.pg, stopped < 2 ? "1" : "2");
+    EXPECT_EQ(d.pg_desc, "mesh_tp");
+    EXPECT_EQ(d.pg_ranks, group);
+    EXPECT_EQ(d.pg_seq, 3);
+    EXPECT_THAT(d.entered_ranks, ElementsAre(peer));
+    EXPECT_THAT(d.missing_ranks, ElementsAre(stopped));
+    EXPECT_THAT(d.headline,
+                HasSubstr("HANG at collective #7 allreduce float 8 KiB on group mesh_tp {" +
+                          members + "} (pg_seq 3): rank " + std::to_string(peer) + " waiting "));
+    EXPECT_THAT(d.headline, HasSubstr("; rank " + std::to_string(stopped) + " never entered ("));
+    EXPECT_THAT(d.headline, Not(HasSubstr("completed it"))) << d.headline;
+    EXPECT_EQ(d.ranks[peer].state, rundir::RankState::kWaiting);
+    EXPECT_EQ(d.ranks[stopped].state, rundir::RankState::kNeverEntered);
+    for (int other : {0, 1, 2, 3}) {
+      if (other / 2 == stopped / 2) continue;
+      EXPECT_EQ(d.ranks[other].state, rundir::RankState::kRunning);
+      EXPECT_THAT(d.ranks[other].line, HasSubstr("not in group mesh_tp {" + members + "}"));
+    }
+  }
+  // The same name for both tp groups: the members are the waiting rank's group's.
+  for (int stopped = 0; stopped < 4; ++stopped) {
+    const Diagnosis local = Mesh2x2(stopped, true).Analyze(true);
+    EXPECT_THAT(local.culprit_ranks, ElementsAre(stopped)) << local.headline;
+    EXPECT_THAT(local.pg_ranks, ElementsAre(stopped / 2 * 2, stopped / 2 * 2 + 1));
+    EXPECT_EQ(local.pg_seq, 3);
+  }
+  const Diagnosis d = Mesh2x2(3).Analyze(true);
+  EXPECT_EQ(d.headline,
+            "HANG at collective #7 allreduce float 8 KiB on group mesh_tp {2,3} (pg_seq 3): rank 2 "
+            "waiting 100 s; rank 3 never entered (last completed #6, process T (stopped))");
 }
 
 TEST(InferenceTest, CollectivesLineUpPerProcessGroup) {

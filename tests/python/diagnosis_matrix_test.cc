@@ -2,7 +2,9 @@
 // torch 1.13 on Gloo): each case's headline names the right ranks, or says explicitly that the
 // evidence cannot decide; never a wrong name. With DLAUNCH_MATRIX_REPORT=<file>, each case
 // appends "mode<TAB>exit<TAB>wall ms<TAB>fault-to-exit ms<TAB>headline" for BENCHMARKS.md
-// (fault-to-exit: from the fault script's "fault_unix_ms=" line to the launcher's exit).
+// (fault-to-exit: from the fault script's "fault_unix_ms=" line to the launcher's exit). Each
+// case's diagnosis, taken again offline by `dlaunch diagnose`, names the same culprits and
+// collective and places the ranks at the same last completed seqs.
 #include <gmock/gmock.h>
 #include <signal.h>
 
@@ -56,6 +58,29 @@ std::string Launcher() {
   return other && *other ? other : DLAUNCH_BIN;
 }
 
+// `dlaunch diagnose` on the run directory the job left: it reads the same evidence as the
+// diagnosis the job wrote (live, or after the failed attempt), in the same order of trust, so it
+// names the same culprits and collective and places every rank at the same last completed seq.
+void ExpectOfflineAgrees(const std::filesystem::path& run_dir, const nlohmann::json& job) {
+  Launched diagnose({Launcher(), "diagnose", run_dir.string(), "--json"});
+  ASSERT_NE(diagnose.Wait(std::chrono::seconds(60)), -1) << diagnose.err_text();
+  std::string text;
+  for (const std::string& line : diagnose.out_lines) text += line + "\n";
+  const nlohmann::json offline = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(offline.is_object()) << text << diagnose.err_text();
+  const std::string both = "job's:\n" + job.dump(2) + "\noffline:\n" + offline.dump(2);
+  EXPECT_EQ(offline["culprit_ranks"], job["culprit_ranks"]) << both;
+  EXPECT_EQ(offline["seq"], job["seq"]) << both;
+  EXPECT_EQ(offline["op"], job["op"]) << both;
+  ASSERT_EQ(offline["ranks"].size(), job["ranks"].size()) << both;
+  for (size_t r = 0; r < job["ranks"].size(); ++r) {
+    EXPECT_EQ(offline["ranks"][r]["last_completed_seq"], job["ranks"][r]["last_completed_seq"])
+        << "rank " << r << "\n"
+        << both;
+    EXPECT_NE(offline["ranks"][r].value("progress_from", "?"), "?") << both;
+  }
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -78,7 +103,9 @@ TEST_P(DiagnosisMatrixTest, HeadlineIsRightOrUndecided) {
   ASSERT_NE(code, -1) << "no exit within 100 s\n" << l.err_text();
   // diagnosis.json is written for a failed or hung job; a clean one is diagnosed on demand.
   nlohmann::json d = Diagnosis();
-  if (!std::filesystem::exists(RunDir() / "diagnosis.json")) {
+  if (std::filesystem::exists(RunDir() / "diagnosis.json")) {
+    ExpectOfflineAgrees(RunDir(), d);
+  } else {
     Launched diagnose({Launcher(), "diagnose", RunDir().string(), "--json"});
     ASSERT_EQ(diagnose.Wait(std::chrono::seconds(60)), 0) << diagnose.err_text();
     std::string text;

@@ -2,10 +2,12 @@
 // DDP with and without torch.compile, FSDP2's fully_shard over a DeviceMesh, DTensor,
 // functional collectives, coalesced ops, batch_isend_irecv and a 2 x 2 mesh of process groups.
 // Each is recorded (op, group, seq, dtype, size, call site), its hang is named with the Python
-// stack of the rank that stalls, and its size mismatch names the sender. Run on the torch 2.x
-// venv (ctest -L torch2); on torch 1.13 a mode whose API it lacks is skipped with torch's error.
+// stack of the rank that stalls (in the 2 x 2 mesh, each rank in turn, with its group and the
+// group's seq), and its size mismatch names the sender. Run on the torch 2.x venv (ctest -L
+// torch2); on torch 1.13 a mode whose API it lacks is skipped with torch's error.
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -148,6 +150,71 @@ TEST_P(Torch2SizeMismatchTest, NamesTheSender) {
   EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({1})) << d.dump(2);
   EXPECT_THAT(d["headline"].get<std::string>(), HasSubstr("rank 1 called ")) << d.dump(2);
 }
+
+// A 2 x 2 mesh (groups2x2: tp groups {0,1} and {2,3}, dp groups {0,2} and {1,3}) with each rank
+// in turn stalled before its tp all_reduce of step 2, asleep or SIGSTOPped. Its tp peer waits in
+// that call while the other pair completed a call of the same seq on their own tp group: the hang
+// is matched in the peer's group by the group's pg_seq, and the headline and diagnosis.json name
+// the stalled rank, the group (its ranks and torch's name for it) and both seqs.
+struct MeshStall {
+  int rank;
+  const char* fault;  // torch2_ops.py's: hang (sleeps) | stop (SIGSTOP)
+};
+
+std::ostream& operator<<(std::ostream& os, const MeshStall& m) {
+  return os << "rank" << m.rank << "_" << m.fault;
+}
+
+class Torch2MeshHangTest : public PythonJobTest, public ::testing::WithParamInterface<MeshStall> {};
+
+TEST_P(Torch2MeshHangTest, NamesTheStalledRankItsGroupAndBothSeqs) {
+  const int stalled = GetParam().rank, peer = stalled ^ 1;
+  Launched l(Cmd({"--nproc", "4", "--quiet", "--grace-period", "3", "--hang-timeout", "3",
+                  Script("torch2_ops.py"), "groups2x2", GetParam().fault}),
+             {"FAULT_RANK=" + std::to_string(stalled)});
+  const int code = l.Wait(seconds(150));
+  const std::string out = ReadText(RankDir(0) / "stdout.log");
+  if (const size_t at = out.find("UNSUPPORTED: "); at != std::string::npos) {
+    GTEST_SKIP() << out.substr(at, out.find('\n', at) - at);  // torch 1.13: no DeviceMesh
+  }
+  EXPECT_EQ(code, 3) << l.err_text();
+  const nlohmann::json d = Diagnosis();
+  EXPECT_EQ(d["kind"], "hang") << d.dump(2);
+  EXPECT_EQ(d["culprit_ranks"], nlohmann::json::array({stalled})) << d.dump(2);
+  // The call the peer waits in: the first of its flight recorder not completed.
+  const nlohmann::json flight = ReadJson(RankDir(peer) / "flight.json");
+  ASSERT_TRUE(flight.is_object()) << l.err_text();
+  nlohmann::json waiting;
+  for (const nlohmann::json& e : flight["entries"]) {
+    if (e["state"] != "completed") {
+      waiting = e;
+      break;
+    }
+  }
+  ASSERT_TRUE(waiting.is_object()) << flight.dump(2);
+  const int low = std::min(stalled, peer), high = std::max(stalled, peer);
+  EXPECT_EQ(d["seq"], waiting["seq"]) << d.dump(2);
+  EXPECT_EQ(d["pg"], waiting["pg"]) << d.dump(2);
+  EXPECT_EQ(d["pg_seq"], waiting["pg_seq"]) << d.dump(2);
+  EXPECT_EQ(d["pg_ranks"], nlohmann::json::array({low, high})) << d.dump(2);
+  EXPECT_EQ(d["pg_desc"], "mesh_tp") << d.dump(2);
+  const std::string headline = d["headline"].get<std::string>();
+  EXPECT_THAT(headline,
+              HasSubstr("HANG at collective #" + waiting["seq"].dump() +
+                        " allreduce float 4 KiB on group mesh_tp {" + std::to_string(low) + "," +
+                        std::to_string(high) + "} (pg_seq " + waiting["pg_seq"].dump() +
+                        "): rank " + std::to_string(peer) + " waiting "));
+  EXPECT_THAT(headline, HasSubstr("; rank " + std::to_string(stalled) + " "));
+  EXPECT_THAT(headline, ::testing::Not(HasSubstr("completed it")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Torch2MeshHangTest,
+                         ::testing::Values(MeshStall{0, "hang"}, MeshStall{1, "hang"},
+                                           MeshStall{2, "hang"}, MeshStall{3, "hang"},
+                                           MeshStall{3, "stop"}),
+                         [](const auto& info) {
+                           return "rank" + std::to_string(info.param.rank) + "_" + info.param.fault;
+                         });
 
 // torch's flight-recorder ring size reaches each torch under the name it reads: on torch >= 2.7
 // TORCH_FR_BUFFER_SIZE alone (the agent unsets dlaunch's TORCH_NCCL_TRACE_BUFFER_SIZE before

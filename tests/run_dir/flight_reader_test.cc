@@ -48,7 +48,7 @@ TEST(FlightReaderTest, WriterToReaderRoundTripsThousandsOfEntries) {
   dump.reason = "timeout";
   dump.dumped_unix_ms = 1796130000123;
   dump.capacity = 2000;
-  dump.process_groups["0"] = {{0, 1, 2, 3}, "nccl"};
+  dump.process_groups["0"] = {{0, 1, 2, 3}, "nccl", "default_pg"};
   for (int64_t seq = 0; seq < 2000; ++seq) {
     FlightEntry& e = dump.entries.emplace_back();
     e.seq = seq;

@@ -120,8 +120,8 @@ TEST(FlightFileTest, RoundTrip) {
   }
   dump.entries[0].error = "";
   // What Python ranks add: process groups, and per call its group, shape, call site and bucket.
-  dump.process_groups["0"] = {{0, 1, 2, 3}, "gloo"};
-  dump.process_groups["1"] = {{1, 3}, "gloo"};
+  dump.process_groups["0"] = {{0, 1, 2, 3}, "gloo", ""};
+  dump.process_groups["1"] = {{1, 3}, "gloo", "mesh_tp"};
   dump.entries[2].pg = "0";
   dump.entries[2].pg_seq = 1;
   dump.entries[2].shape = {1024, 1024};
@@ -145,6 +145,8 @@ TEST(FlightFileTest, RoundTrip) {
   EXPECT_EQ(back.Find(2)->bucket, 0);
   EXPECT_EQ(back.Find(0)->pg_seq, -1);
   EXPECT_THAT(back.process_groups.at("1").ranks, ElementsAre(1, 3));
+  EXPECT_EQ(back.process_groups.at("1").desc, "mesh_tp");
+  EXPECT_THAT(Slurp(path), Not(HasSubstr("\"desc\":\"\"")));  // a group without one
   // A native entry keeps its fields only.
   EXPECT_THAT(Slurp(path), Not(HasSubstr("\"bucket\":-1")));
   EXPECT_TRUE(IsPointToPoint("recv"));
@@ -391,6 +393,10 @@ TEST(DiagnosisFileTest, RoundTrip) {
   d.bytes = 40;
   d.entered_ranks = {0, 1, 2};
   d.missing_ranks = {3};
+  d.pg = "2";
+  d.pg_desc = "mesh_tp";
+  d.pg_ranks = {2, 3};
+  d.pg_seq = 133;
   d.details = {"  #5 rank 2: allreduce double"};
   d.problems = {"rank3/ missing"};
   d.run_dir = dir.string();
@@ -417,6 +423,17 @@ TEST(DiagnosisFileTest, RoundTrip) {
   EXPECT_TRUE(problems.empty());
   EXPECT_EQ(DiagnosisToJson(back), DiagnosisToJson(d));
   EXPECT_EQ(back.ranks[0].state, RankState::kWaiting);
+  EXPECT_EQ(back.pg, "2");
+  EXPECT_EQ(back.pg_desc, "mesh_tp");
+  EXPECT_THAT(back.pg_ranks, ElementsAre(2, 3));
+  EXPECT_EQ(back.pg_seq, 133);
+  // A file from before the group fields: matched by seq.
+  nlohmann::json old = DiagnosisToJson(d);
+  for (const char* field : {"pg", "pg_desc", "pg_ranks", "pg_seq"}) old.erase(field);
+  const Diagnosis earlier = DiagnosisFromJson(old);
+  EXPECT_EQ(earlier.pg, "");
+  EXPECT_TRUE(earlier.pg_ranks.empty());
+  EXPECT_EQ(earlier.pg_seq, -1);
   EXPECT_TRUE(back.ranks[0].stopped);
   EXPECT_EQ(DiagnosisToJson(d)["mismatch_type"], "COLLECTIVE_DTYPE_MISMATCH");
   for (RankState s : {RankState::kUnknown, RankState::kRunning, RankState::kWaiting,

@@ -1,10 +1,11 @@
 # torch 2.x's ways of issuing collectives on Gloo, one chosen by the first argument, with one
-# fault chosen by the second (ok | hang | size). Rank 1 is the faulty one, at step FAULT_STEP:
-# "hang" sleeps before its step's collectives, "size" gives its first collective of the step more
-# elements. Modes:
+# fault chosen by the second (ok | hang | stop | size). Rank FAULT_RANK (env, default 1) is the
+# faulty one, at step FAULT_STEP: "hang" sleeps before its step's collectives, "stop" SIGSTOPs
+# itself there, "size" gives its first collective of the step more elements. Modes:
 #   ddp | ddp_compile | fsdp2 | dtensor | funcol | coalesced | batch_p2p | groups2x2 | rooted
 # A feature torch cannot run here exits 3 after printing "UNSUPPORTED: <torch's error>".
 import os
+import signal
 import sys
 import time
 
@@ -15,6 +16,7 @@ mode = sys.argv[1]
 fault = sys.argv[2] if len(sys.argv) > 2 else "ok"
 STEPS = int(os.environ.get("STEPS", "4"))
 FAULT_STEP = 2
+FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -22,16 +24,18 @@ torch.manual_seed(0)
 
 
 def faulty(step):
-    return rank == 1 and step == FAULT_STEP
+    return rank == FAULT_RANK and step == FAULT_STEP
 
 
 def maybe_hang(step):
     if fault == "hang" and faulty(step):
         time.sleep(3600)
+    elif fault == "stop" and faulty(step):
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def extra(step):
-    """Elements rank 1 adds to its first collective of the faulty step."""
+    """Elements the faulty rank adds to its first collective of the faulty step."""
     return 1024 if fault == "size" and faulty(step) else 0
 
 
