@@ -8,6 +8,8 @@
 
 namespace dlaunch::rundir {
 
+bool IsOutOfMemory(const ErrorReport& report) { return report.kind == "oom"; }
+
 void WriteError(const std::string& path, const ErrorReport& report) {
   nlohmann::json doc = report.fields.is_object() ? report.fields : nlohmann::json::object();
   doc["schema"] = SchemaId(kErrorSchema);

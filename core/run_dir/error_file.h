@@ -26,6 +26,10 @@ struct ErrorReport {
   nlohmann::json fields = nlohmann::json::object();
 };
 
+// An out-of-memory report (kind "oom"): diagnosis names it the root cause before any other error,
+// and the restart policy never reads it as deterministic. Pure.
+bool IsOutOfMemory(const ErrorReport& report);
+
 // Atomically; `report.fields` first, then rank, kind, message and unix_ms over them. Blocks for
 // the write; throws Error(kInternal).
 void WriteError(const std::string& path, const ErrorReport& report);

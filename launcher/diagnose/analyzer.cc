@@ -50,7 +50,7 @@ Diagnosis AnalyzeRunDir(const std::string& run_dir, int world_size_hint,
                         const std::string& summary_path) {
   RunSnapshot run;
   try {
-    run = LoadRunDir(run_dir, world_size_hint, python::kLauncherTorchRead, summary_path);
+    run = LoadRunDirForLauncher(run_dir, world_size_hint, summary_path);
   } catch (const Error& e) {
     Diagnosis d;
     d.run_dir = run_dir;

@@ -269,7 +269,7 @@ Diagnosis HangMonitor::DiagnoseNow(int64_t now_unix_ms, const std::string& trigg
 
   RunSnapshot snapshot;
   try {
-    snapshot = LoadRunDir(run_dir, static_cast<int>(ranks.size()), python::kLauncherTorchRead);
+    snapshot = LoadRunDirForLauncher(run_dir, static_cast<int>(ranks.size()));
   } catch (const Error& e) {
     snapshot.run_dir = run_dir;
     snapshot.problems.push_back(e.what());

@@ -264,7 +264,7 @@ rundir::DumpManifest TakeLiveDump(JobView& job, const std::string& folder,
   }
   RunSnapshot snapshot;
   try {
-    snapshot = LoadRunDir(run_dir, static_cast<int>(ranks.size()), python::kLauncherTorchRead);
+    snapshot = LoadRunDirForLauncher(run_dir, static_cast<int>(ranks.size()));
   } catch (const Error& e) {
     m.problems.push_back(e.what());
   }

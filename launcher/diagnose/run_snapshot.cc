@@ -66,6 +66,11 @@ int64_t RunFilesEndUnixMs(const rundir::RunFiles& files) {
 
 }  // namespace
 
+RunSnapshot LoadRunDirForLauncher(const std::string& run_dir, int world_size_hint,
+                                  const std::string& summary_path) {
+  return LoadRunDir(run_dir, world_size_hint, python::kLauncherTorchRead, summary_path);
+}
+
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint,
                        const python::TorchReadLimits& torch, const std::string& summary_path) {
   rundir::RunFiles files =

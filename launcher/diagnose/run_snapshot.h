@@ -72,11 +72,15 @@ inline constexpr size_t kCulpritTorchDumps = 16;  // at most, read after the ana
 // `world_size_hint` (0 = derive from summary.json, flight.json and the rank folders) names ranks
 // whose folders are missing.
 // Reads the rank folders on base::ReadThreads() threads; problems are in rank order all the same.
-// torch's dumps are read within `torch` (the launcher passes python::kLauncherTorchRead).
+// torch's dumps are read within `torch`.
 // `summary_path`: as rundir::ReadRunDir's.
 RunSnapshot LoadRunDir(const std::string& run_dir, int world_size_hint = 0,
                        const python::TorchReadLimits& torch = {},
                        const std::string& summary_path = "");
+// LoadRunDir as the launcher reads its own run directory while the job waits for it (after a
+// failed attempt, a live hang, a dump): torch's dumps within python::kLauncherTorchRead.
+RunSnapshot LoadRunDirForLauncher(const std::string& run_dir, int world_size_hint,
+                                  const std::string& summary_path = "");
 
 // Reads the torch dumps LoadRunDir skipped of `diagnosis`'s culprits (at most kCulpritTorchDumps),
 // so that AttachTorchFlight shows them. Blocks for ~0.2 s per dump. Never throws.

@@ -31,7 +31,7 @@ void ReadCulprit(const rundir::RunDir& dir, const rundir::SummaryRank& r, Failur
   std::vector<std::string> problems;
   if (rundir::ReadError(dir.rank(r.rank).error(), "error.json", &error, &problems) ==
       rundir::FileState::kOk) {
-    f->error_kind = error.kind;
+    f->oom = rundir::IsOutOfMemory(error);
     f->exception = error.fields.value("exception", "");
     f->call_site = error.fields.value("call_site", "");
   }

@@ -230,7 +230,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
   if (run_dir_.empty()) return fallback;
   RunSnapshot run;
   try {
-    run = LoadRunDir(run_dir_, world_size_, python::kLauncherTorchRead);
+    run = LoadRunDirForLauncher(run_dir_, world_size_);
   } catch (const Error&) {
     return fallback;
   }

@@ -12,7 +12,7 @@
 #include "launcher/job/dump_service.h"
 #include "launcher/job/job_event_log.h"
 #include "launcher/job/job_plan.h"
-#include "launcher/job/live_job.h"
+#include "launcher/live/live_job.h"
 #include "launcher/job/straggler_watch.h"
 #include "launcher/live/live_status.h"
 #include "launcher/live/metrics_server.h"

@@ -10,7 +10,7 @@
 #include "launcher/diagnose/hang_monitor.h"
 #include "launcher/diagnose/stack_capture.h"
 #include "launcher/doctor/doctor.h"
-#include "launcher/python/agent_files.h"
+#include "launcher/live/live_job.h"
 
 namespace dlaunch::launcher {
 
@@ -190,12 +190,13 @@ void JoiningNodeRole::OnCommand(const v1::Command& cmd, Supervisor* supervisor) 
   if (cmd.kind() == v1::Command::DUMP) {
     if (relay_) relay_->Broadcast(cmd);
     const std::map<int, std::string> dirs = RankDirs();
-    for (const auto& live : supervisor->Live()) {
-      if (live.exited) continue;
-      if (auto it = dirs.find(live.rank); it != dirs.end()) {
-        python::RequestAgentDump(it->second, cmd.reason());
-      }
-    }
+    RequestRunningRankDumps(
+        *supervisor,
+        [&dirs](int rank) {
+          auto it = dirs.find(rank);
+          return it == dirs.end() ? std::string() : it->second;
+        },
+        cmd.reason());
     return;
   }
   if (cmd.kind() != v1::Command::STACKS) return;

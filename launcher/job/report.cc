@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
-#include "launcher/python/python_launch.h"
+#include "core/run_dir/torch_error_file.h"
 
 namespace dlaunch::launcher {
 
@@ -85,10 +85,51 @@ static std::string FormatTime(int64_t unix_ms) {
   return buf;
 }
 
+namespace {
+
+// The lines of torchrun's root-cause block that come from the rank's own records: the error file
+// of `@record` (error_file, its message and traceback) and an error.json of kind "oom" ("out of
+// memory on rank R", its message and advice). Each line is indented and ends in '\n'; "" when
+// there is neither. `headline` gets "out of memory on rank R" for an OOM, else stays as it is.
+// Never throws.
+std::string RecordedErrorLines(int rank, const std::string& rank_dir, std::string* headline) {
+  std::ostringstream out;
+  rundir::ErrorReport error;
+  std::vector<std::string> problems;  // an unreadable error.json adds nothing here
+  const std::string error_path = rundir::RankDir(rank_dir).error();
+  if (rundir::ReadError(error_path, error_path, &error, &problems) == rundir::FileState::kOk &&
+      rundir::IsOutOfMemory(error)) {
+    const std::string cause = "out of memory on rank " + std::to_string(rank);
+    *headline = cause;
+    out << "  cause     : " << cause;
+    if (!error.message.empty()) out << ": " << error.message;
+    out << "\n";
+    auto advice = error.fields.find("advice");
+    if (advice != error.fields.end() && advice->is_array()) {
+      for (const auto& a : *advice) {
+        if (a.is_string()) out << "  advice    : " << a.get<std::string>() << "\n";
+      }
+    }
+  }
+  if (auto recorded = rundir::ReadTorchError(rundir::RankDir(rank_dir).torch_error())) {
+    out << "  error_file: " << recorded->path << "\n";
+    if (!recorded->message.empty()) out << "  error     : " << recorded->message << "\n";
+    if (!recorded->traceback.empty()) {
+      out << "  traceback :\n";
+      std::istringstream lines(recorded->traceback);
+      std::string line;
+      while (std::getline(lines, line)) out << "    " << line << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
+
 std::string FormatRootCause(const RankOutcome& f, const std::string& host,
                             const std::string& rank_dir, const std::string& extra) {
   std::string headline = "rank " + std::to_string(f.rank) + " failed";
-  const std::string recorded = python::RecordedErrorLines(f.rank, rank_dir, &headline);
+  const std::string recorded = RecordedErrorLines(f.rank, rank_dir, &headline);
   std::ostringstream out;
   out << "dlaunch: " << headline << "\n"
       << "Root Cause (first observed failure):\n"

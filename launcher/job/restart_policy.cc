@@ -57,7 +57,7 @@ std::optional<RestartDecision> Startup(const FailureFacts& f) {
 // The same exception at the same call site, or the same exit at the same step, by the same rank.
 bool SameFailure(const FailureFacts& a, const FailureFacts& b) {
   if (a.hang || b.hang || a.culprit_rank < 0 || a.culprit_rank != b.culprit_rank) return false;
-  if (a.error_kind == "oom" || b.error_kind == "oom") return false;  // memory can be a neighbour's
+  if (a.oom || b.oom) return false;  // memory can be a neighbour's
   if (!a.exception.empty() || !b.exception.empty()) {
     return a.exception == b.exception && !a.call_site.empty() && a.call_site == b.call_site;
   }

@@ -23,7 +23,7 @@ struct FailureFacts {
   int culprit_node = -1;    // the node whose rank was the culprit; -1 unknown
   int rank_exit_code = -1;  // the culprit's own exit code; -1 when a signal ended it
   int rank_signal = 0;      // the signal that ended it; 0 when it exited
-  std::string error_kind;   // error.json's kind: "error", "oom", "timeout"; "" when none
+  bool oom = false;         // error.json says out of memory
   std::string exception;    // error.json's exception type ("ValueError"); "" when none
   std::string call_site;    // where it was raised ("train.py:42 step"); "" when unknown
   int64_t step = -1;        // the culprit's last step (its heartbeat); -1 unknown

@@ -73,21 +73,4 @@ void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::st
 // stacks and flight tail. Never throws.
 void ClearAttemptFiles(const std::string& rank_dir);
 
-struct RecordedError {
-  std::string path;
-  std::string message;    // "ValueError: boom"
-  std::string traceback;  // Python's traceback text, possibly several lines
-  int64_t timestamp = 0;  // seconds since the epoch, 0 when absent
-};
-
-// Reads rank_dir's torch_error.json; nullopt when absent or not in torch's format. Never throws.
-std::optional<RecordedError> ReadRecordedError(const std::string& rank_dir);
-
-// The lines of torchrun's root-cause block that come from the rank's own records: the error file
-// of `@record` (error_file, its message and traceback) and an error.json of kind "oom"
-// ("out of memory on rank R", its message and advice). Each line is indented and ends in '\n'; ""
-// when there is neither. `headline` gets "out of memory on rank R" for an OOM, else stays as it is.
-// Never throws.
-std::string RecordedErrorLines(int rank, const std::string& rank_dir, std::string* headline);
-
 }  // namespace dlaunch::launcher::python

@@ -62,7 +62,7 @@ TEST(FailureFactsTest, TheFirstRankToFailByItselfIsTheCulpritInItsOwnWords) {
   EXPECT_EQ(f.culprit_node, 0);
   EXPECT_EQ(f.rank_exit_code, 1);
   EXPECT_EQ(f.rank_signal, 0);
-  EXPECT_EQ(f.error_kind, "error");
+  EXPECT_FALSE(f.oom);
   EXPECT_EQ(f.exception, "ValueError");
   EXPECT_EQ(f.call_site, "s.py:12 main");
   EXPECT_EQ(f.step, 5);

@@ -14,7 +14,6 @@ FailureFacts Raised(int attempt, const std::string& exception, const std::string
   f.culprit_rank = 1;
   f.culprit_node = 0;
   f.rank_exit_code = 1;
-  f.error_kind = "error";
   f.exception = exception;
   f.call_site = site;
   f.step = step;
@@ -45,7 +44,7 @@ struct Row {
 
 TEST(RestartPolicyTest, TheFactsOfTheFailedAttemptsDecide) {
   FailureFacts oom = Raised(1, "OutOfMemoryError", "t.py:9 step", 4);
-  oom.error_kind = "oom";
+  oom.oom = true;
   FailureFacts oom_before = oom;
   oom_before.attempt = 0;
   FailureFacts hang = Killed(1, 15, 7);

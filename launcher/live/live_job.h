@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -50,6 +51,13 @@ class LiveJobView : public JobView {
   std::mutex stragglers_mu_;
   std::optional<std::vector<rundir::StragglerVerdict>> stragglers_;  // none: no detector
 };
+
+// Asks the agent of each of `supervisor`'s running ranks for flight.json and py_stacks.txt now
+// (the agent's dump_request): `dir_of` gives a rank's folder, "" for none on this node. Blocks
+// for one small write per rank; never throws.
+void RequestRunningRankDumps(const Supervisor& supervisor,
+                             const std::function<std::string(int rank)>& dir_of,
+                             const std::string& reason);
 
 // v1::RankStatus (the wire) -> core::RankStatus (what libdlaunch and the analysis use).
 core::RankStatus FromProto(const v1::RankStatus& s);

@@ -1,4 +1,4 @@
-#include "launcher/job/live_job.h"
+#include "launcher/live/live_job.h"
 
 #include "core/base/clock.h"
 #include "core/run_dir/paths.h"
@@ -109,8 +109,18 @@ void LiveJobView::RequestDump(const std::string& reason) {
   coordinator_->Broadcast(dump);
   // Other nodes' agents pass it on to their Python ranks.
   coordinator_->BroadcastToNodes(dump);
-  for (const auto& live : supervisor_->Live()) {
-    if (!live.exited) python::RequestAgentDump(RankDir(live.rank), reason);
+  RequestRunningRankDumps(
+      *supervisor_, [this](int rank) { return RankDir(rank); }, reason);
+}
+
+void RequestRunningRankDumps(const Supervisor& supervisor,
+                             const std::function<std::string(int rank)>& dir_of,
+                             const std::string& reason) {
+  for (const auto& live : supervisor.Live()) {
+    if (live.exited) continue;
+    if (const std::string dir = dir_of(live.rank); !dir.empty()) {
+      python::RequestAgentDump(dir, reason);
+    }
   }
 }
 
