@@ -230,7 +230,6 @@ void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::st
   std::error_code ec;
   const rundir::RankDir dir(fs::absolute(rank_dir, ec).lexically_normal().string());
   (*env)["TORCHELASTIC_ERROR_FILE"] = dir.torch_error();
-  (*env)["DLAUNCH_RANK_DIR"] = dir.path();
   // torch >= 2.5 reads TORCH_FR_DUMP_TEMP_FILE first, older ones only the NCCL name: the user's
   // choice of either stays, else both point into the rank directory.
   auto user_set = [&](const char* key) {

@@ -61,10 +61,10 @@ void AddJobEnv(const std::string& agent_dir, bool agent,
 // replaces the inherited path, never the agent's folder. Nothing when `agent_dir` is "". Pure.
 void PutAgentFirst(const std::string& agent_dir, std::map<std::string, std::string>* env);
 
-// Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE and DLAUNCH_RANK_DIR (so `@record` and
-// the agent still work after os.chdir()), and TORCH_NCCL_DEBUG_INFO_TEMP_FILE and
-// TORCH_FR_DUMP_TEMP_FILE (torch >= 2.5's name) inside the rank directory unless `launcher_env`
-// sets either. Pure.
+// Per-rank variables: an absolute TORCHELASTIC_ERROR_FILE (so `@record` still works after
+// os.chdir(); DLAUNCH_RANK_DIR is the job plan's, for every kind of rank), and
+// TORCH_NCCL_DEBUG_INFO_TEMP_FILE and TORCH_FR_DUMP_TEMP_FILE (torch >= 2.5's name) inside the
+// rank directory unless `launcher_env` sets either. Pure.
 void AddRankEnv(const std::string& rank_dir, const std::map<std::string, std::string>& launcher_env,
                 std::map<std::string, std::string>* env);
 
