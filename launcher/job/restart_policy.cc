@@ -4,6 +4,8 @@
 #include <optional>
 #include <set>
 
+#include "core/base/format.h"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -26,7 +28,7 @@ std::string Describe(const FailureFacts& f) {
     what += "raised " + f.exception;
     if (!f.call_site.empty()) what += " at " + f.call_site;
   } else if (f.rank_signal != 0) {
-    what += "ended by signal " + std::to_string(f.rank_signal);
+    what += "ended by " + base::SignalName(f.rank_signal);
   } else {
     what += "exited " + std::to_string(f.rank_exit_code);
   }

@@ -77,6 +77,23 @@ TEST_F(RestartPolicyTest, ASigkillOnceIsRestartedAndTheJobFinishes) {
   EXPECT_EQ(Summary().attempts.size(), 2u) << err_;
 }
 
+// The diagnosis matrix's other transient faults, once each: never a stop.
+TEST_F(RestartPolicyTest, AnOutOfMemoryOnceIsRestarted) {
+  EXPECT_EQ(Run("oom_once", 3), 0) << err_;
+  EXPECT_THAT(err_, HasSubstr("restart policy auto: restart (transient)"));
+  EXPECT_EQ(Summary().attempts.size(), 2u) << err_;
+}
+
+TEST_F(RestartPolicyTest, AHangOnceIsRestarted) {
+  EXPECT_EQ(
+      Run("hang_once", 3, {"--hang-timeout", "3", "--on-hang", "restart", "--grace-period", "2"}),
+      0)
+      << err_;
+  EXPECT_THAT(err_, HasSubstr("HANG"));
+  EXPECT_THAT(err_, HasSubstr("restart policy auto: restart (transient)"));
+  EXPECT_EQ(Summary().attempts.size(), 2u) << err_;
+}
+
 TEST_F(RestartPolicyTest, AnImportErrorBeforeTheFirstCollectiveStopsAtOnce) {
   EXPECT_EQ(Run("import", 3), 1) << err_;
   EXPECT_THAT(err_, HasSubstr("restart policy auto: stop (startup): rank 1 raised "

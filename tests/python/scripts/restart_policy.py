@@ -4,9 +4,12 @@
 #   storm     a different exception type in every attempt, never past step 0 (a restart storm)
 #   kill_once SIGKILL in attempt 0 only; later attempts finish (transient)
 #   import    an import that fails before any collective (start-up)
+#   oom_once  asks the CPU allocator for 16 TiB in attempt 0 only (transient)
+#   hang_once sleeps in attempt 0 only, before its second all_reduce (transient)
 import os
 import signal
 import sys
+import time
 
 mode = sys.argv[1]
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
@@ -28,5 +31,10 @@ if rank == 1:
         raise kinds[attempt % len(kinds)]("attempt %d" % attempt)
     if mode == "kill_once" and attempt == 0:
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "oom_once" and attempt == 0:
+        torch.empty(1 << 42)
+    if mode == "hang_once" and attempt == 0:
+        time.sleep(3600)
+dist.all_reduce(t)
 dist.barrier()
 print("rank", rank, "done in attempt", attempt)
