@@ -33,26 +33,26 @@ void EventsListener::EmitDecision(const AttemptReport& ended) {
   log_->Emit(std::move(e));
 }
 
+rundir::JobEvent EventsListener::RankEvent(rundir::JobEventKind kind, const RankOutcome& r,
+                                           int64_t unix_ms) const {
+  rundir::JobEvent e;
+  e.kind = kind;
+  e.rank = r.rank;
+  e.host = host_;
+  e.pid = r.pid;
+  e.unix_ms = unix_ms;
+  return e;
+}
+
 void EventsListener::EmitRankEvents(const AttemptResult& now) {
   for (const RankOutcome& r : now.ranks) {
     int& was = said_[r.rank];  // 0 nothing, 1 started, 2 exited
     if (was == 0 && r.pid > 0) {
-      rundir::JobEvent e;
-      e.kind = rundir::JobEventKind::kRankStart;
-      e.rank = r.rank;
-      e.host = host_;
-      e.pid = r.pid;
-      e.unix_ms = r.start_unix_ms;
-      log_->Emit(std::move(e));
+      log_->Emit(RankEvent(rundir::JobEventKind::kRankStart, r, r.start_unix_ms));
       was = 1;
     }
     if (was == 1 && r.exited) {
-      rundir::JobEvent e;
-      e.kind = rundir::JobEventKind::kRankExit;
-      e.rank = r.rank;
-      e.host = host_;
-      e.pid = r.pid;
-      e.unix_ms = r.end_unix_ms;
+      rundir::JobEvent e = RankEvent(rundir::JobEventKind::kRankExit, r, r.end_unix_ms);
       if (r.signal) {
         e.signal = SignalName(r.signal);
       } else {

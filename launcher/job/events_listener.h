@@ -23,6 +23,9 @@ class EventsListener : public AttemptListener {
   void OnJobEnd(const AttemptReport& last) override;
 
  private:
+  // An event of `kind` about rank `r` of this node at `unix_ms`.
+  rundir::JobEvent RankEvent(rundir::JobEventKind kind, const RankOutcome& r,
+                             int64_t unix_ms) const;
   // The rank_start and rank_exit events of `now` not said yet.
   void EmitRankEvents(const AttemptResult& now);
   // restart_decision, when the restart policy weighed `ended`.

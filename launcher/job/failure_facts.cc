@@ -10,8 +10,12 @@
 namespace dlaunch::launcher {
 namespace {
 
-// The rank that failed by itself first (a rank the teardown killed is not a culprit).
-const rundir::SummaryRank* FirstFailed(const rundir::Summary& summary) {
+// Rank `root_cause` when the summary has it, else the rank that failed by itself first (a rank
+// the teardown killed is not a culprit).
+const rundir::SummaryRank* Culprit(const rundir::Summary& summary, int root_cause) {
+  for (const rundir::SummaryRank& r : summary.ranks) {
+    if (root_cause >= 0 && r.rank == root_cause) return &r;
+  }
   const rundir::SummaryRank* first = nullptr;
   for (const rundir::SummaryRank& r : summary.ranks) {
     if (r.status != rundir::RankStatus::kFailed) continue;
@@ -40,13 +44,15 @@ void ReadCulprit(const rundir::RunDir& dir, const rundir::SummaryRank& r, Failur
 }  // namespace
 
 FailureFacts ReadFailureFacts(const std::string& run_dir, const rundir::Summary& summary,
-                              int attempt, bool hang) {
+                              int attempt, bool hang, int root_cause) {
   const rundir::RunDir dir(run_dir);
   FailureFacts f;
   f.attempt = attempt;
   f.exit_code = summary.exit_code.value_or(1);
   f.hang = hang;
-  if (const rundir::SummaryRank* culprit = FirstFailed(summary)) ReadCulprit(dir, *culprit, &f);
+  if (const rundir::SummaryRank* culprit = Culprit(summary, root_cause)) {
+    ReadCulprit(dir, *culprit, &f);
+  }
   for (const rundir::SummaryRank& r : summary.ranks) {
     rundir::Heartbeat beat;
     std::vector<std::string> problems;

@@ -12,9 +12,11 @@
 namespace dlaunch::launcher {
 
 // `summary`: the attempt's summary.json as written at its end; `hang`: the attempt was stopped
-// for a hang. Missing or unreadable files leave their facts unknown. Blocks for a few small
-// reads per rank; never throws.
+// for a hang; `root_cause`: the rank the launcher's root cause named (HostedCoordinator::
+// RootCause, which the root-cause block and the diagnosis name too), -1 for none: then the rank
+// that failed by itself first, by end time. Missing or unreadable files leave their facts
+// unknown. Blocks for a few small reads per rank; never throws.
 FailureFacts ReadFailureFacts(const std::string& run_dir, const rundir::Summary& summary,
-                              int attempt, bool hang);
+                              int attempt, bool hang, int root_cause = -1);
 
 }  // namespace dlaunch::launcher

@@ -221,6 +221,15 @@ std::string HostedCoordinator::RankError(int rank) {
 
 std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
                                                    std::string* elsewhere) {
+  int rank = -1;
+  const std::optional<size_t> local = FindRootCause(result, elsewhere, &rank);
+  if (local && *local < result.ranks.size()) rank = result.ranks[*local].rank;
+  root_cause_rank_ = rank;
+  return local;
+}
+
+std::optional<size_t> HostedCoordinator::FindRootCause(const AttemptResult& result,
+                                                       std::string* elsewhere, int* rank) {
   {
     // Asked only of an attempt that failed: /healthz says so from now on.
     std::lock_guard<std::mutex> lock(mu_);
@@ -274,6 +283,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
         return it->second;
       }
       if (node_of.count(culprit)) {
+        *rank = culprit;
         on_other_node(culprit, verdict.headline);
         return std::nullopt;
       }
@@ -285,6 +295,7 @@ std::optional<size_t> HostedCoordinator::RootCause(const AttemptResult& result,
   if (auto it = index.find(root); it != index.end()) return it->second;
   auto remote = node_of.find(root);
   if (remote == node_of.end()) return fallback;
+  *rank = root;
   const std::string& message = remote->second->status->message();
   on_other_node(root, message.empty() ? "rank " + std::to_string(root) + " failed" : message);
   return std::nullopt;
@@ -295,6 +306,7 @@ void HostedCoordinator::Reset() {
   trimmed_ = false;
   if (monitor_) monitor_->Reset();
   hang_diagnosed_ = false;
+  root_cause_rank_ = -1;
   hang_headline_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   rank_errors_.clear();

@@ -2,6 +2,7 @@
 // service, the notices it turns into stops and rank errors, and the hang monitor over the job.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,8 +13,8 @@
 #include "launcher/job/dump_service.h"
 #include "launcher/job/job_event_log.h"
 #include "launcher/job/job_plan.h"
-#include "launcher/live/live_job.h"
 #include "launcher/job/straggler_watch.h"
+#include "launcher/live/live_job.h"
 #include "launcher/live/live_status.h"
 #include "launcher/live/metrics_server.h"
 #include "launcher/rendezvous/coordinator.h"
@@ -62,6 +63,9 @@ class HostedCoordinator : public CoordinatorListener {
   // root-cause block and the diagnosis name the same rank. nullopt when it chose another node's
   // rank (`elsewhere`: "node 1 (host) failed: ..."); `result.first_failure` when it chose none.
   std::optional<size_t> RootCause(const AttemptResult& result, std::string* elsewhere);
+  // The global rank the last RootCause of this attempt chose, on whichever node; -1 before one.
+  // Thread-safe.
+  int root_cause_rank() const { return root_cause_rank_; }
   // Forgets the attempt: registrations, store, errors, the monitor's clocks.
   void Reset();
   // Blocks until in-flight calls end (at most 500 ms).
@@ -80,6 +84,10 @@ class HostedCoordinator : public CoordinatorListener {
   int world_size_ = 0;
   int attempt_ = 0;
   std::map<int, std::string> rank_errors_;
+  // RootCause's choice, with `*rank` set to the chosen global rank (-1: none).
+  std::optional<size_t> FindRootCause(const AttemptResult& result, std::string* elsewhere,
+                                      int* rank);
+  std::atomic<int> root_cause_rank_{-1};
   std::map<int, std::string> root_mismatch_;  // rank -> the mismatch RootCause named it for
   std::shared_ptr<LiveJobView> view_;
   std::unique_ptr<HangMonitor> monitor_;

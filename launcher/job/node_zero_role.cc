@@ -89,7 +89,8 @@ bool NodeZeroRole::StopsByPolicy(AttemptReport* report, bool hang) {
   rundir::Summary summary;
   std::vector<std::string> problems;
   rundir::ReadSummary(report->summary_path, "summary.json", &summary, &problems);
-  failures_.push_back(ReadFailureFacts(run_dir_, summary, report->attempt, hang));
+  failures_.push_back(
+      ReadFailureFacts(run_dir_, summary, report->attempt, hang, coordinator_->root_cause_rank()));
   const AppliedDecision applied =
       ApplyRestartPolicy(options_.restart_policy, DecideRestart(failures_));
   std::cerr << "dlaunch: " << DescribeDecision(applied) << std::endl;

@@ -15,6 +15,8 @@ namespace dlaunch::launcher {
 
 namespace fs = std::filesystem;
 
+namespace {
+
 std::string FindWorker(const std::string& self_exe) {
   if (const char* w = std::getenv("DLAUNCH_WORKER"); w && *w) return w;
   const fs::path dir = fs::path(self_exe).parent_path();
@@ -25,6 +27,8 @@ std::string FindWorker(const std::string& self_exe) {
   throw UsageError("cannot find dlaunch-worker next to " + self_exe +
                    " (set DLAUNCH_WORKER to its path)");
 }
+
+}  // namespace
 
 WorkerProgram::WorkerProgram(LaunchOptions options, std::string self_exe)
     : options_(std::move(options)), self_exe_(std::move(self_exe)) {}

@@ -29,8 +29,9 @@ class WorkerProgram : public RankProgram {
   // `self_exe`: dlaunch's binary, beside which the worker is found.
   WorkerProgram(LaunchOptions options, std::string self_exe);
 
-  // The worker (FindWorker), `command`, then the user's arguments. Throws UsageError when the
-  // worker is missing. Blocks for a few access calls.
+  // The worker ($DLAUNCH_WORKER, else dlaunch-worker beside dlaunch or in ../worker/),
+  // `command`, then the user's arguments. Throws UsageError naming DLAUNCH_WORKER when the worker
+  // is missing. Blocks for a few access calls.
   std::vector<std::string> WorkerArgv(const std::string& command) const;
   const LaunchOptions& options() const { return options_; }
 
@@ -38,9 +39,5 @@ class WorkerProgram : public RankProgram {
   LaunchOptions options_;
   std::string self_exe_;
 };
-
-// dlaunch-worker: $DLAUNCH_WORKER, else beside `self_exe` or in ../worker/. Throws UsageError
-// naming the variable that would fix it. Blocks for a few access calls.
-std::string FindWorker(const std::string& self_exe);
 
 }  // namespace dlaunch::launcher

@@ -3,13 +3,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/base/files.h"
 #include "core/error.h"
-#include "core/run_dir/error_file.h"
 #include "core/run_dir/paths.h"
 #include "launcher/doctor/python_probe.h"
 #include "launcher/launch_checks.h"

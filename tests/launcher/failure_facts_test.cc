@@ -70,6 +70,13 @@ TEST(FailureFactsTest, TheFirstRankToFailByItselfIsTheCulpritInItsOwnWords) {
   EXPECT_TRUE(f.collective_completed);
   EXPECT_TRUE(f.heartbeat_seen);
   EXPECT_TRUE(f.lost_nodes.empty());
+
+  // The launcher's root cause wins over the end times (rank 1 raised first; its exit was seen
+  // later): the policy weighs the rank the root-cause block names.
+  const FailureFacts named = ReadFailureFacts(dir.path(), summary, 3, false, 1);
+  EXPECT_EQ(named.culprit_rank, 1);
+  EXPECT_EQ(named.step, 6);
+  EXPECT_EQ(named.exception, "");
 }
 
 TEST(FailureFactsTest, WhatNoFileSaysStaysUnknown) {
